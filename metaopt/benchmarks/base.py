@@ -1,0 +1,184 @@
+"""The benchmark interface: scenarios with instances, a search space, a fidelity, a loss and a cost.
+
+A :class:`Benchmark` is one scenario (e.g. ``yahpo:lcbench``); a :class:`Problem` is one instance of
+it. Evaluation is batched: a list of configurations and their fidelities go in, arrays of loss and
+cost come out. Everything an optimizer needs to know about a problem is on these two classes.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+from ConfigSpace import ConfigurationSpace
+
+from metaopt.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """The multi-fidelity parameter: its name and range. ``is_int`` rounds stage fidelities."""
+
+    name: str
+    r_min: float
+    r_max: float
+    is_int: bool = False
+
+    def __post_init__(self) -> None:
+        if not (0 < self.r_min <= self.r_max):
+            raise ValueError(f"fidelity {self.name}: need 0 < r_min <= r_max, got {self.r_min}, {self.r_max}")
+
+    def snap(self, r: float) -> float:
+        """The fidelity actually evaluated for a requested ``r``: clipped to the range, integer-rounded."""
+        r = min(max(r, self.r_min), self.r_max)
+        if self.is_int:
+            r = float(min(max(round(r), math.ceil(self.r_min)), math.floor(self.r_max)))
+        return float(r)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Result of a batched evaluation: one loss and one cost per configuration.
+
+    ``targets`` keeps every raw target of the benchmark (one array per target name) for users who
+    want more than the loss (e.g. the ``benchmark eval`` command).
+    """
+
+    loss: np.ndarray
+    cost: np.ndarray
+    targets: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+Split = Literal["train", "test", "all"]
+
+
+class Benchmark(ABC):
+    """A scenario: instances, search space (fidelity excluded), fidelity, loss and cost.
+
+    Subclasses set the attributes in ``__init__`` and implement :meth:`evaluate`.
+    """
+
+    name: str
+    """Full name, e.g. ``yahpo:lcbench`` or ``synthetic:branin``."""
+    instances: list[str]
+    train_instances: list[str]
+    test_instances: list[str]
+    split_rule: str
+    """One sentence saying how the train/test split was made (it is deterministic)."""
+    search_space: ConfigurationSpace
+    fidelity: Fidelity
+    loss_name: str
+    cost_name: str
+    cheap_end: dict[str, str]
+    """Per hyperparameter, the cheap end for low-cost starts ("lower"/"upper"); may be empty."""
+
+    @property
+    def d(self) -> int:
+        """Number of searched hyperparameters (fidelity excluded)."""
+        return len(self.search_space)
+
+    @property
+    def hyperparameter_names(self) -> list[str]:
+        return list(self.search_space.keys())
+
+    def instances_of(self, split: Split) -> list[str]:
+        return {"train": self.train_instances, "test": self.test_instances, "all": self.instances}[split]
+
+    def problem(self, instance: str | int) -> "Problem":
+        """The problem for one instance; unknown instances fail with the known ones listed."""
+        key = str(instance)
+        if key not in self.instances:
+            shown = ", ".join(self.instances[:40]) + (" ..." if len(self.instances) > 40 else "")
+            raise UsageError(f"unknown instance {key!r} for benchmark {self.name}; known instances: {shown}")
+        return Problem(self, key)
+
+    @abstractmethod
+    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
+        """Evaluate ``configs`` (searched hyperparameters only; inactive ones absent) at ``fidelities``."""
+
+    def evaluate_raw(self, instance: str, configs: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
+        """Evaluate configurations that carry their fidelity value; return every target per config.
+
+        Used by ``metaopt benchmark eval``. The default splits off the fidelity and calls
+        :meth:`evaluate`; adapters with their own native format may override it.
+        """
+        fids = []
+        stripped = []
+        for cfg in configs:
+            if self.fidelity.name not in cfg:
+                raise UsageError(f"config is missing the fidelity parameter {self.fidelity.name!r}")
+            cfg = dict(cfg)
+            fids.append(float(cfg.pop(self.fidelity.name)))
+            stripped.append(cfg)
+        ev = self.evaluate(instance, stripped, fids)
+        out = []
+        for i in range(len(configs)):
+            row = {k: float(v[i]) for k, v in ev.targets.items()}
+            row.setdefault(self.loss_name, float(ev.loss[i]))
+            row.setdefault(self.cost_name, float(ev.cost[i]))
+            out.append(row)
+        return out
+
+    def best_known(self, instance: str) -> float | None:
+        """The best full-fidelity loss known for ``instance`` (e.g. an analytic optimum), if any."""
+        return None
+
+    def fingerprint(self) -> str:
+        """Identifies the benchmark's data and version in cache keys (regret references)."""
+        return self.name
+
+    def describe(self) -> dict[str, Any]:
+        """A one-row summary used by ``metaopt benchmark list``."""
+        return {
+            "benchmark": self.name,
+            "instances": len(self.instances),
+            "train": len(self.train_instances),
+            "test": len(self.test_instances),
+            "d": self.d,
+            "fidelity": f"{self.fidelity.name} [{self.fidelity.r_min:g}, {self.fidelity.r_max:g}]",
+            "loss": self.loss_name,
+            "cost": self.cost_name,
+        }
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One instance of a benchmark: what a single optimizer run works on."""
+
+    benchmark: Benchmark
+    instance: str
+
+    @property
+    def search_space(self) -> ConfigurationSpace:
+        return self.benchmark.search_space
+
+    @property
+    def fidelity(self) -> Fidelity:
+        return self.benchmark.fidelity
+
+    @property
+    def d(self) -> int:
+        return self.benchmark.d
+
+    def evaluate(self, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
+        return self.benchmark.evaluate(self.instance, configs, fidelities)
+
+    def __str__(self) -> str:
+        return f"{self.benchmark.name}/{self.instance}"
+
+
+def split_instances(instances: Sequence[str], n_train: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """A deterministic train/test split: a seeded permutation of the sorted instance list.
+
+    The first ``n_train`` instances of the permutation form the training set; the rest, in their
+    original order, the test set.
+    """
+    ordered = sorted(instances, key=lambda s: (len(s), s))
+    perm = np.random.default_rng(seed).permutation(len(ordered))
+    train = sorted((ordered[i] for i in perm[:n_train]), key=lambda s: (len(s), s))
+    train_set = set(train)
+    test = [s for s in instances if s not in train_set]
+    return train, test
