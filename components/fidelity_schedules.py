@@ -1,0 +1,183 @@
+"""Fidelity schedules: how batches move through fidelity stages (Smashy, paper 004 Alg. 2).
+
+Stages are geometric (DESIGN.md §4): with η = η_fid,
+``s = floor(log(r_max/r_min)/log η) + 1`` and ``r_j = r_max · η^-(s-j)`` for j = 1..s.
+
+A schedule yields :class:`BracketPlan` objects forever; the loop runs them until the budget is
+spent. Each stage of a plan says how many configurations are evaluated there (``n_total``) and
+how many of them are survivors of the previous stage (``n_survivors``); the rest are new samples.
+
+- ``single``: one stage at r_max with μ new configurations (RS, BO: s = 1).
+- ``equal``: every stage evaluates μ points; the best ``max(round(μ·f), 1)`` survive
+  (f = survival_fraction = 1/η_surv) and the batch is refilled with new samples; after stage s
+  it starts over at stage 1.
+- ``sh``: successive halving — bracket 1 of ``hb`` repeated.
+- ``hb``: brackets b = 1..s in turn; bracket b starts at stage b with μ(b) points and keeps
+  ``n_j = max(round(m·f^(j-b)), 1)`` alive at stage j.
+
+Bracket sizes (``hb``): μ(1) = μ; for b ≥ 2, μ(b) is the integer m in [1, ceil(μ·s/(s−b+1))]
+whose bracket cost Σ_j n_j·r_j/r_max is closest to bracket 1's (ties go to the smaller m). This is
+the budget-matching rule of the Smashy reference implementation (which bisects; we search the
+whole small range exhaustively, which finds the same or a closer m). It differs from plain
+Hyperband's ceil(s·η^(s−b)/(s−b+1)): on lcbench (r in [1, 52]) with μ = 27 and η_fid = η_surv = 3
+it gives 27/9/3/1, 13/4/1, 6/2, 4 where plain Hyperband gives 27/9/3/1, 12/4/1, 6/2, 4.
+
+A stage at which nobody would be discarded (n_{j+1} = n_j) is skipped: its evaluations could not
+change anything, so those configurations start at the next stage instead. The same rule makes
+``equal`` single-fidelity when ``round(μ·f) >= μ``.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Iterator
+
+from ConfigSpace import Float
+
+from metaopt.benchmarks.base import Fidelity
+from metaopt.registry import register
+
+# η_fid is searched on a log-log scale (paper Table 4: η_fid in [2^(1/4), 2^4], scale log log η):
+# the design-space parameter is log_eta_fid = ln η_fid, itself on a log scale.
+LOG_ETA_FID = Float("log_eta_fid", (math.log(2) / 4, math.log(16)), default=math.log(3), log=True)
+# η_surv in [1, ∞) is searched through its reciprocal, the survival fraction 1/η_surv in [0, 1].
+SURVIVAL_FRACTION = Float("survival_fraction", (0.0, 1.0), default=1 / 3)
+MULTI_FIDELITY_HPS = (LOG_ETA_FID, SURVIVAL_FRACTION)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of a bracket: ``n_total`` configurations at stage ``stage`` (fidelity ``fidelity``)."""
+
+    stage: int
+    fidelity: float
+    n_total: int
+    n_survivors: int
+
+
+@dataclass(frozen=True)
+class BracketPlan:
+    bracket: int
+    stages: tuple[Stage, ...]
+
+
+def n_stages(fidelity: Fidelity, eta_fid: float) -> int:
+    """s = floor(log(r_max/r_min)/log η_fid) + 1 (with a small tolerance for exact powers)."""
+    ratio = fidelity.r_max / fidelity.r_min
+    if ratio <= 1:
+        return 1
+    return int(math.floor(math.log(ratio) / math.log(eta_fid) + 1e-9)) + 1
+
+
+def stage_fraction(j: int, s: int, eta_fid: float) -> float:
+    """r_j / r_max = η^-(s-j): the budget share of one evaluation at stage j."""
+    return eta_fid ** -(s - j)
+
+
+def stage_fidelity(fidelity: Fidelity, j: int, s: int, eta_fid: float) -> float:
+    """r_j = r_max·η^-(s-j), clipped to [r_min, r_max] and rounded for integer fidelities."""
+    return fidelity.snap(fidelity.r_max * stage_fraction(j, s, eta_fid))
+
+
+def survivor_counts(m: int, first_stage: int, s: int, survival_fraction: float) -> list[tuple[int, int]]:
+    """(stage j, n_j) for a bracket starting at ``first_stage`` with m points, dead stages skipped.
+
+    n_j = max(round(m·f^(j-b)), 1); stage j < s is dropped when n_{j+1} == n_j (nobody discarded).
+    """
+    counts = [(j, max(round(m * survival_fraction ** (j - first_stage)), 1)) for j in range(first_stage, s + 1)]
+    return [(j, n) for i, (j, n) in enumerate(counts) if i == len(counts) - 1 or counts[i + 1][1] != n]
+
+
+def bracket_cost(m: int, first_stage: int, s: int, eta_fid: float, survival_fraction: float) -> float:
+    """Σ n_j · r_j/r_max of a bracket, in full-evaluation equivalents."""
+    return sum(n * stage_fraction(j, s, eta_fid) for j, n in survivor_counts(m, first_stage, s, survival_fraction))
+
+
+def hyperband_bracket_sizes(mu: int, s: int, eta_fid: float, survival_fraction: float) -> list[int]:
+    """μ(b) for b = 1..s by the budget-matching rule (see module docstring)."""
+    target = bracket_cost(mu, 1, s, eta_fid, survival_fraction)
+    sizes = [mu]
+    for b in range(2, s + 1):
+        upper = math.ceil(mu * s / (s - b + 1))
+        sizes.append(min(range(1, upper + 1),
+                         key=lambda m: (abs(bracket_cost(m, b, s, eta_fid, survival_fraction) - target), m)))
+    return sizes
+
+
+def shrinking_plan(bracket: int, m: int, s: int, fidelity: Fidelity, eta_fid: float, f: float) -> BracketPlan:
+    """A successive-halving bracket: no refill, survivors shrink stage by stage."""
+    stages = []
+    previous = 0
+    for j, n in survivor_counts(m, bracket, s, f):
+        stages.append(Stage(j, stage_fidelity(fidelity, j, s, eta_fid), n, min(previous, n)))
+        previous = n
+    return BracketPlan(bracket, tuple(stages))
+
+
+class FidelitySchedule(ABC):
+    """Yields bracket plans forever for a given fidelity range and batch size μ."""
+
+    @abstractmethod
+    def brackets(self, fidelity: Fidelity, mu: int) -> Iterator[BracketPlan]:
+        ...
+
+    def stages(self, fidelity: Fidelity) -> int:
+        """Number of fidelity stages s this schedule uses on ``fidelity``."""
+        return 1
+
+
+@register("fidelity_schedules", "single", description="single fidelity: batches of μ new points at r_max (RS, BO)")
+class SingleFidelity(FidelitySchedule):
+    def brackets(self, fidelity: Fidelity, mu: int) -> Iterator[BracketPlan]:
+        plan = BracketPlan(1, (Stage(1, fidelity.r_max, mu, 0),))
+        while True:
+            yield plan
+
+
+class _MultiFidelity(FidelitySchedule):
+    def __init__(self, log_eta_fid: float, survival_fraction: float) -> None:
+        self.eta_fid = math.exp(log_eta_fid)
+        self.survival_fraction = float(survival_fraction)
+
+    def stages(self, fidelity: Fidelity) -> int:
+        return n_stages(fidelity, self.eta_fid)
+
+
+@register("fidelity_schedules", "equal", MULTI_FIDELITY_HPS,
+          "equal batches: μ points per stage, survivors refilled with new samples")
+class EqualBatches(_MultiFidelity):
+    def brackets(self, fidelity: Fidelity, mu: int) -> Iterator[BracketPlan]:
+        s = self.stages(fidelity)
+        keep = min(max(round(mu * self.survival_fraction), 1), mu)
+        if keep >= mu:  # nobody is ever discarded: only the last stage matters
+            plan = BracketPlan(1, (Stage(s, fidelity.r_max, mu, 0),))
+        else:
+            plan = BracketPlan(1, tuple(
+                Stage(j, stage_fidelity(fidelity, j, s, self.eta_fid), mu, 0 if j == 1 else keep)
+                for j in range(1, s + 1)
+            ))
+        while True:
+            yield plan
+
+
+@register("fidelity_schedules", "sh", MULTI_FIDELITY_HPS, "successive halving: bracket 1 of Hyperband, repeated")
+class SuccessiveHalving(_MultiFidelity):
+    def brackets(self, fidelity: Fidelity, mu: int) -> Iterator[BracketPlan]:
+        plan = shrinking_plan(1, mu, self.stages(fidelity), fidelity, self.eta_fid, self.survival_fraction)
+        while True:
+            yield plan
+
+
+@register("fidelity_schedules", "hb", MULTI_FIDELITY_HPS, "Hyperband batches: brackets b = 1..s in turn")
+class HyperbandBatches(_MultiFidelity):
+    def bracket_sizes(self, fidelity: Fidelity, mu: int) -> list[int]:
+        return hyperband_bracket_sizes(mu, self.stages(fidelity), self.eta_fid, self.survival_fraction)
+
+    def brackets(self, fidelity: Fidelity, mu: int) -> Iterator[BracketPlan]:
+        s = self.stages(fidelity)
+        plans = [shrinking_plan(b, m, s, fidelity, self.eta_fid, self.survival_fraction)
+                 for b, m in enumerate(self.bracket_sizes(fidelity, mu), start=1)]
+        while True:
+            yield from plans

@@ -1,0 +1,159 @@
+"""The design space: one ConfigSpace of HPO algorithms, assembled from the component registry.
+
+For every category there is a selector parameter (e.g. ``fidelity_schedule`` in {single, equal,
+sh, hb}); each component's own hyperparameters are active only when it is selected (shared ones
+when any of their owners is). Loop-level parameters (μ) are always active.
+
+A configuration γ may leave parameters out: missing active parameters take their defaults, and
+every category's default is its neutral choice (e.g. ``stopping: budget``), so that adding a
+component later never changes what an existing configuration means.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Mapping, Sequence
+
+from ConfigSpace import (
+    Categorical,
+    Configuration,
+    ConfigurationSpace,
+    Constant,
+    EqualsCondition,
+    InCondition,
+    Integer,
+)
+from ConfigSpace.hyperparameters import CategoricalHyperparameter, Hyperparameter, IntegerHyperparameter
+from ConfigSpace.util import deactivate_inactive_hyperparameters
+
+from metaopt.errors import UsageError
+from metaopt.registry import CATEGORIES, components
+
+# μ(1): the batch size (first-bracket size for hb). Paper Table 4: {2..200} on a log scale; we
+# start at 1 so that sequential single-fidelity algorithms (RS, BO) are points of the space.
+MU = Integer("mu", (1, 200), default=32, log=True)
+LOOP_HYPERPARAMETERS: tuple[Hyperparameter, ...] = (MU,)
+
+
+@functools.lru_cache(maxsize=1)
+def design_space() -> ConfigurationSpace:
+    """The full design space (cached; treat as read-only)."""
+    return build_space()
+
+
+def build_space(
+    allowed: Mapping[str, Sequence[str]] | None = None,
+    fixed: Mapping[str, Any] | None = None,
+    dropped: Sequence[str] = (),
+) -> ConfigurationSpace:
+    """Assemble the design space from the registry, optionally restricted.
+
+    ``allowed`` limits selectors to some of their components (the others' hyperparameters vanish);
+    ``fixed`` turns hyperparameters into constants; ``dropped`` removes hyperparameters entirely
+    (a restriction then derives their values, see ``spaces.restrictions``).
+    """
+    allowed = dict(allowed or {})
+    fixed = dict(fixed or {})
+    space = ConfigurationSpace(name="metaopt")
+
+    def add(hp: Hyperparameter) -> Hyperparameter | None:
+        if hp.name in dropped:
+            return None
+        if hp.name in fixed:
+            if not hp.legal_value(fixed[hp.name]):
+                raise ValueError(f"cannot fix {hp.name} to {fixed[hp.name]!r}: {describe_hyperparameter(hp)}")
+            hp = Constant(hp.name, fixed[hp.name])
+        space.add(hp)
+        return hp
+
+    for hp in LOOP_HYPERPARAMETERS:
+        add(hp)
+    owners_of: dict[str, str] = {}
+    for category in CATEGORIES.values():
+        comps = [c for c in components(category.name) if c.name in allowed.get(category.selector, [c.name])]
+        if not comps:
+            continue
+        names = [c.name for c in comps]
+        if category.selector in fixed:
+            names = [str(fixed.pop(category.selector))]
+            comps = [c for c in comps if c.name in names]
+        condition_values: list[str] = []
+        if category.active_when is not None:
+            parent, values = category.active_when
+            if parent not in space:
+                continue
+            condition_values = [v for v in values if v in space[parent].choices]
+            if not condition_values:
+                continue
+        selector = Categorical(category.selector, names, default=category.default if category.default in names
+                               else names[0])
+        space.add(selector)
+        if condition_values:
+            space.add(_condition(selector, space[category.active_when[0]], condition_values))
+        shared: dict[str, tuple[Hyperparameter, list[str]]] = {}
+        for comp in comps:
+            for hp in comp.hyperparameters:
+                if hp.name in shared:
+                    if shared[hp.name][0] != hp:
+                        raise ValueError(f"{category.name}: {hp.name} is declared differently by two components")
+                    shared[hp.name][1].append(comp.name)
+                    continue
+                if hp.name in owners_of or hp.name in space:
+                    raise ValueError(f"hyperparameter {hp.name} of {category.name}/{comp.name} clashes with "
+                                     f"{owners_of.get(hp.name, 'the loop')}")
+                owners_of[hp.name] = f"{category.name}/{comp.name}"
+                shared[hp.name] = (hp, [comp.name])
+        for hp, owners in shared.values():
+            added = add(hp)
+            if added is not None:
+                space.add(_condition(added, selector, owners))
+    return space
+
+
+def _condition(child: Hyperparameter, parent: Hyperparameter, values: list[str]) -> EqualsCondition | InCondition:
+    """child is active iff parent takes one of ``values``."""
+    return EqualsCondition(child, parent, values[0]) if len(values) == 1 else InCondition(child, parent, values)
+
+
+def describe_hyperparameter(hp: Hyperparameter) -> str:
+    """A short human description of a hyperparameter's domain."""
+    if isinstance(hp, CategoricalHyperparameter):
+        return "one of " + ", ".join(map(str, hp.choices))
+    kind = "integer" if isinstance(hp, IntegerHyperparameter) else "float"
+    scale = ", log scale" if getattr(hp, "log", False) else ""
+    return f"{kind} in [{hp.lower:g}, {hp.upper:g}]{scale}"
+
+
+def validate(config: Mapping[str, Any], space: ConfigurationSpace | None = None) -> dict[str, Any]:
+    """Check a configuration γ of the design space; return it complete (defaults filled in).
+
+    Raises :class:`UsageError` naming the offending parameter: unknown names, illegal values,
+    parameters that are inactive under the chosen components, forbidden combinations.
+    """
+    space = space or design_space()
+    for name, value in config.items():
+        if name not in space:
+            raise UsageError(f"unknown design-space parameter {name!r}; known: {', '.join(space.keys())}")
+        hp = space[name]
+        if isinstance(hp, IntegerHyperparameter) and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not hp.legal_value(value):
+            raise UsageError(f"parameter {name}: value {value!r} is not allowed; allowed: {describe_hyperparameter(hp)}")
+    values = {hp.name: hp.default_value for hp in space.values()}
+    values.update({k: (int(v) if isinstance(space[k], IntegerHyperparameter) else v) for k, v in config.items()})
+    try:
+        complete = deactivate_inactive_hyperparameters(values, space)
+        complete.check_valid_configuration()
+    except (ValueError, TypeError) as err:
+        raise UsageError(f"invalid configuration: {str(err).splitlines()[0]}") from None
+    result = dict(complete)
+    for name in config:
+        if name not in result:
+            parents = ", ".join(f"{c.parent.name}={result.get(c.parent.name)!r}" for c in space.parent_conditions_of[name])
+            raise UsageError(f"parameter {name} is inactive in this configuration (because {parents})")
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in result.items()}
+
+
+def as_configuration(config: Mapping[str, Any]) -> Configuration:
+    """A validated γ as a ConfigSpace Configuration of the design space."""
+    return Configuration(design_space(), values=validate(config))
