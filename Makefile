@@ -1,0 +1,36 @@
+# Two commands do all the set-up on a fresh machine (see README.md):
+#   make demo   create/reuse .venv, install, run the quickstart study
+#   make test   create/reuse .venv, install, run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.metaopt-installed
+YAHPO_GYM := yahpo-gym==1.0.2
+
+.PHONY: demo test install constraints clean
+
+install: $(STAMP)
+
+# yahpo-gym 1.0.2 pins ConfigSpace<=0.6.1 and numpy<2, which SMAC 2.4 cannot use. Its pins are
+# stale, not real requirements: it is installed without its dependencies (which are ours too) and
+# metaopt/benchmarks/yahpo.py supplies the one ConfigSpace method it calls that 1.x removed.
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt --no-deps $(YAHPO_GYM)
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/metaopt study run studies/quickstart.yaml
+
+test: install
+	$(BIN)/python -m pytest
+
+# Refresh the pinned versions after changing dependencies in pyproject.toml.
+constraints: install
+	{ echo "# Exact versions of the tested environment (regenerate: make constraints). Used by 'make install'."; \
+	  $(BIN)/python -m pip freeze --exclude-editable | grep -v '^metaopt'; } > constraints.txt
+
+clean:
+	rm -rf $(VENV) results

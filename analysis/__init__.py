@@ -1,0 +1,1 @@
+"""Statistics, tables and plots built from stored run results."""

@@ -1,0 +1,35 @@
+"""Figures (seaborn, rendered off-screen)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+
+def plot_anytime(curves: pd.DataFrame, path: Path, title: str, caption: str) -> None:
+    """Mean normalized regret vs budget (log x), one line per optimizer, s.e. band over instances.
+
+    ``curves`` is the long table of :func:`analysis.anytime.anytime_table`.
+    """
+    per_instance = curves.groupby(["optimizer", "instance", "budget"], as_index=False)["regret"].mean()
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    sns.lineplot(data=per_instance, x="budget", y="regret", hue="optimizer", errorbar="se", ax=ax)
+    ax.set_xscale("log")
+    ax.set_xlabel("budget spent (full-evaluation equivalents)")
+    ax.set_ylabel("mean normalized regret")
+    ax.set_title(title)
+    fig.text(0.01, 0.01, caption, fontsize=8, ha="left", va="bottom", wrap=True)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp, dpi=120)  # then rename, so a reader never sees half a file
+    plt.close(fig)
+    os.replace(tmp, path)

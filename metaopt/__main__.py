@@ -1,0 +1,5 @@
+import sys
+
+from metaopt.cli import main
+
+sys.exit(main())

@@ -1,0 +1,279 @@
+"""The ``metaopt`` command line.
+
+Every command has ``--help``. Bad input (unknown benchmark, optimizer or instance, malformed
+files, missing data) ends with one line ``metaopt: error: ...`` on stderr and exit status 2;
+outputs are written atomically, only once the work succeeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from metaopt.errors import UsageError
+
+EXIT_USAGE = 2
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def _add_data_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--yahpo-data", metavar="PATH", default=None,
+                        help="YAHPO Gym data directory (default: $METAOPT_YAHPO_DATA)")
+
+
+def _print_table(df: pd.DataFrame) -> None:
+    with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200):
+        print(df.to_string(index=False))
+
+
+def _load_config_file(path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UsageError(f"--config: file not found: {path}") from None
+    except json.JSONDecodeError as err:
+        raise UsageError(f"--config: {path} is not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--config: {path} must hold a JSON object of design-space parameters")
+    return data
+
+
+def _resolve_optimizer(args: argparse.Namespace, fidelity: Any) -> tuple[str, dict[str, Any]]:
+    from spaces.design_space import validate
+    from spaces.presets import get_preset
+
+    if args.config and args.optimizer:
+        raise UsageError("give either --optimizer NAME or --config FILE, not both")
+    if args.config:
+        return Path(args.config).stem, validate(_load_config_file(args.config))
+    if not args.optimizer:
+        raise UsageError("one of --optimizer NAME or --config FILE is required")
+    return args.optimizer, get_preset(args.optimizer).config(fidelity)
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+def cmd_components(args: argparse.Namespace) -> None:
+    from metaopt.registry import CATEGORIES, components
+    from spaces.design_space import describe_hyperparameter
+
+    for cat in CATEGORIES.values():
+        comps = components(cat.name)
+        if not comps:
+            continue
+        print(f"{cat.name}  (design-space parameter: {cat.selector}, default: {cat.default})")
+        print(f"    {cat.description}")
+        for comp in comps:
+            print(f"  - {comp.name}: {comp.description}")
+            for hp in comp.hyperparameters:
+                print(f"        {hp.name}: {describe_hyperparameter(hp)} (default {hp.default_value:g})"
+                      if not isinstance(hp.default_value, str) else
+                      f"        {hp.name}: {describe_hyperparameter(hp)} (default {hp.default_value})")
+        print()
+
+
+def cmd_benchmark_list(args: argparse.Namespace) -> None:
+    from metaopt.benchmarks import get_benchmark, list_benchmark_names, yahpo_data_dir
+
+    rows = [get_benchmark(name, args.yahpo_data).describe() for name in list_benchmark_names(args.yahpo_data)]
+    _print_table(pd.DataFrame(rows))
+    if yahpo_data_dir(args.yahpo_data) is None:
+        print("\n(YAHPO scenarios not listed: set METAOPT_YAHPO_DATA or pass --yahpo-data PATH)")
+
+
+def _read_jsonl(path: str) -> list[dict[str, Any]]:
+    try:
+        lines = Path(path).read_text().splitlines()
+    except FileNotFoundError:
+        raise UsageError(f"--input: file not found: {path}") from None
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"--input {path} line {number}: not valid JSON ({err.msg})") from None
+        if not isinstance(record, dict) or "instance" not in record or not isinstance(record.get("config"), dict):
+            raise UsageError(f'--input {path} line {number}: expected {{"instance": ..., "config": {{...}}}}')
+        records.append(record)
+    return records
+
+
+def cmd_benchmark_eval(args: argparse.Namespace) -> None:
+    from metaopt.benchmarks import get_benchmark
+    from metaopt.store_utils import atomic_write_text
+
+    bench = get_benchmark(args.benchmark, args.yahpo_data)
+    records = _read_jsonl(args.input)
+    for rec in records:
+        bench.problem(rec["instance"])  # unknown instances fail before any work
+    results: list[dict[str, float] | None] = [None] * len(records)
+    by_instance: dict[str, list[int]] = {}
+    for i, rec in enumerate(records):
+        by_instance.setdefault(str(rec["instance"]), []).append(i)
+    for instance, idx in by_instance.items():
+        if args.one_at_a_time:
+            out = [bench.evaluate_raw(instance, [records[i]["config"]])[0] for i in idx]
+        else:
+            out = bench.evaluate_raw(instance, [records[i]["config"] for i in idx])
+        for i, res in zip(idx, out):
+            results[i] = res
+    text = "".join(json.dumps({**rec, "result": res}) + "\n" for rec, res in zip(records, results))
+    atomic_write_text(Path(args.output), text)
+    print(f"evaluated {len(records)} configurations on {bench.name}; wrote {args.output}")
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    from tqdm import tqdm
+
+    from metaopt.benchmarks import get_benchmark
+    from metaopt.budget import Budget
+    from metaopt.loop import run
+    from metaopt.references import get_reference
+    from metaopt.run_io import write_run
+
+    bench = get_benchmark(args.benchmark, args.yahpo_data)
+    problem = bench.problem(args.instance)
+    name, config = _resolve_optimizer(args, problem.fidelity)
+    budget = Budget.parse(args.budget, problem.d)
+    reference = get_reference(bench, problem.instance)
+    with tqdm(total=1.0, desc=f"{name} on {problem}", unit="budget", disable=args.quiet,
+              bar_format="{l_bar}{bar}| {n:.0%} [{elapsed}<{remaining}]") as bar:
+        def progress(t: float) -> None:
+            bar.n = t
+            bar.refresh()
+        result = run(config, problem, args.seed, budget, progress=progress, reference=reference)
+    result.summary["optimizer"] = name
+    if args.out:
+        write_run(Path(args.out), result)
+    summary = {k: v for k, v in result.summary.items() if k != "config"}
+    print(json.dumps(summary, indent=1))
+    if args.out:
+        print(f"wrote {Path(args.out) / 'trace.csv'} and {Path(args.out) / 'summary.json'}")
+
+
+def cmd_schedule(args: argparse.Namespace) -> None:
+    from metaopt.benchmarks import get_benchmark
+    from metaopt.loop import Optimizer
+    from spaces.design_space import validate  # noqa: F401  (validation happens in Optimizer)
+
+    bench = get_benchmark(args.benchmark, args.yahpo_data)
+    name, config = _resolve_optimizer(args, bench.fidelity)
+    optimizer = Optimizer.from_config(config)
+    schedule = optimizer.schedule
+    s = schedule.stages(bench.fidelity)
+    mu = int(config["mu"])
+    rows = []
+    plans = schedule.brackets(bench.fidelity, mu)
+    seen = set()
+    for plan in plans:
+        if plan.bracket in seen or len(seen) >= s:
+            break
+        seen.add(plan.bracket)
+        cost = sum(st.n_total * st.fidelity / bench.fidelity.r_max for st in plan.stages)
+        for st in plan.stages:
+            rows.append({"bracket": plan.bracket, "stage": st.stage, "fidelity": st.fidelity,
+                         "configs": st.n_total, "survivors": st.n_survivors, "new": st.n_total - st.n_survivors,
+                         "bracket_cost": round(cost, 3)})
+    print(f"{name} on {bench.name}: s = {s} stages, mu = {mu}, fidelity {bench.fidelity.name} "
+          f"[{bench.fidelity.r_min:g}, {bench.fidelity.r_max:g}]; cost in full evaluations")
+    _print_table(pd.DataFrame(rows))
+
+
+def cmd_study_run(args: argparse.Namespace) -> None:
+    from metaopt.study import load_study, run_study
+
+    study = load_study(Path(args.study))
+    run_study(study, yahpo_data=args.yahpo_data, quiet=args.quiet)
+
+
+# -- parser -------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="metaopt",
+        description="Design HPO algorithms by optimization, then explain them.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("components", help="list registered components by category, with their hyperparameters")
+    p.set_defaults(func=cmd_components)
+
+    bench = sub.add_parser("benchmark", help="benchmarks: list them, evaluate configurations")
+    bsub = bench.add_subparsers(dest="benchmark_command", metavar="SUBCOMMAND", required=True)
+    p = bsub.add_parser("list", help="benchmarks with instance counts, train/test sizes, fidelity, loss, cost")
+    _add_data_option(p)
+    p.set_defaults(func=cmd_benchmark_list)
+    p = bsub.add_parser("eval", help="evaluate configurations from a JSONL file",
+                        description='Each input line is {"instance": ..., "config": {...}} (config includes '
+                                    'the fidelity); each output line is the input plus "result": {target: value}.')
+    p.add_argument("--benchmark", required=True, help="e.g. yahpo:lcbench or synthetic:mlp")
+    p.add_argument("--input", required=True, metavar="IN.jsonl")
+    p.add_argument("--output", required=True, metavar="OUT.jsonl")
+    p.add_argument("--one-at-a-time", action="store_true",
+                   help="evaluate each configuration in its own call (bitwise equal to the YAHPO reference); "
+                        "default: one batched call per instance (float32 rounding differences only)")
+    _add_data_option(p)
+    p.set_defaults(func=cmd_benchmark_eval)
+
+    for cmd, helptext, func in [
+        ("run", "run one optimizer on one problem instance", cmd_run),
+        ("schedule", "show the bracket/stage plan an optimizer uses on a benchmark", cmd_schedule),
+    ]:
+        p = sub.add_parser(cmd, help=helptext)
+        p.add_argument("--optimizer", metavar="NAME", help="a preset name (see `metaopt presets`)")
+        p.add_argument("--config", metavar="FILE", help="a design-space configuration as a JSON object")
+        p.add_argument("--benchmark", required=True, help="e.g. yahpo:lcbench or synthetic:mlp")
+        if cmd == "run":
+            p.add_argument("--instance", required=True)
+            p.add_argument("--budget", default="30d",
+                           help="30d = 30 x d full evaluations (default), 100 = full evaluations, 3600s = cost units")
+            p.add_argument("--seed", type=int, default=1)
+            p.add_argument("--out", metavar="DIR", help="write DIR/trace.csv and DIR/summary.json")
+            p.add_argument("--quiet", action="store_true", help="no progress bar")
+        _add_data_option(p)
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("presets", help="list the named optimizers (known algorithms as points of the design space)")
+    p.set_defaults(func=cmd_presets)
+
+    study = sub.add_parser("study", help="declarative studies")
+    ssub = study.add_subparsers(dest="study_command", metavar="SUBCOMMAND", required=True)
+    p = ssub.add_parser("run", help="run a study file (see studies/README.md)")
+    p.add_argument("study", metavar="STUDY.yaml")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_data_option(p)
+    p.set_defaults(func=cmd_study_run)
+    return parser
+
+
+def cmd_presets(args: argparse.Namespace) -> None:
+    from spaces.presets import PRESETS
+
+    _print_table(pd.DataFrame([{"preset": p.name, "description": p.description, "reference": p.reference}
+                               for p in PRESETS.values()]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except UsageError as err:
+        print(f"metaopt: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("metaopt: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

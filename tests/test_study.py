@@ -1,0 +1,81 @@
+"""Studies: schema validation, a complete small study, resume, and refusing a changed study."""
+
+import pandas as pd
+import pytest
+
+from metaopt.cli import main
+from metaopt.errors import UsageError
+from metaopt.study import load_study
+
+STUDY = """
+name: tiny
+description: a tiny study for the tests
+benchmark: synthetic:rosenbrock
+budget: 5d
+evaluation:
+  instances: {{split: test, limit: 2}}
+  seeds: 2
+  optimizers: [rs, hb]
+output: {out}
+"""
+
+
+def write_study(tmp_path, text):
+    path = tmp_path / "study.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_study_runs_writes_results_and_resumes(tmp_path, capsys):
+    out = tmp_path / "out"
+    path = write_study(tmp_path, STUDY.format(out=out))
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    runs = sorted(out.glob("runs/*/*/seed-*/summary.json"))
+    assert len(runs) == 2 * 2 * 2
+    table = pd.read_csv(out / "table.csv")
+    assert set(table["optimizer"]) == {"rs", "hb"}
+    assert (out / "anytime.png").stat().st_size > 10_000
+    assert "mean normalized regret" in (out / "table.md").read_text().lower()
+    results = pd.read_csv(out / "results.csv")
+    capsys.readouterr()
+    # a second run finds everything done and recomputes nothing, with identical results
+    (runs[0].parent / "summary.json").unlink()  # as if that run had been interrupted
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    assert "7 of 8 runs already done" in capsys.readouterr().out
+    again = pd.read_csv(out / "results.csv")
+    pd.testing.assert_frame_equal(results.drop(columns="wall_time_s"), again.drop(columns="wall_time_s"))
+
+
+def test_changed_study_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    path = write_study(tmp_path, STUDY.format(out=out))
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    path.write_text(STUDY.format(out=out).replace("seeds: 2", "seeds: 3"))
+    assert main(["study", "run", str(path), "--quiet"]) == 2
+    assert "different study" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("change, field", [
+    (("seeds: 2", "seeds: [1, 1]"), "evaluation.seeds"),
+    (("budget: 5d", "budget: lots"), None),
+    (("optimizers: [rs, hb]", "optimizers: []"), "evaluation.optimizers"),
+    (("benchmark: synthetic:rosenbrock", "benchmark: synthetic:rosenbrock\ncolour: blue"), "colour"),
+    (("limit: 2", "limit: 0"), "evaluation.instances"),
+])
+def test_bad_study_files_name_the_field(tmp_path, capsys, change, field):
+    path = write_study(tmp_path, STUDY.format(out=tmp_path / "out").replace(*change))
+    code = main(["study", "run", str(path), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("metaopt: error:") and len(err.strip().splitlines()) == 1
+    if field:
+        assert f"'{field}" in err
+    assert not (tmp_path / "out" / "runs").exists()
+
+
+def test_shipped_quickstart_study_is_valid():
+    from pathlib import Path
+
+    study = load_study(Path(__file__).resolve().parents[1] / "studies" / "quickstart.yaml")
+    assert study.spec.benchmark.startswith("synthetic:")
+    with pytest.raises(UsageError, match="not found"):
+        load_study(Path("no/such/study.yaml"))
