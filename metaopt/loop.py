@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from components.filters import Filter, NoFilter, Scorer
 from components.fidelity_schedules import BracketPlan, FidelitySchedule
 from components.promotion import PromotionRule
 from components.samplers import Sampler
@@ -50,6 +51,8 @@ class Optimizer:
     config: dict[str, Any]
     schedule: FidelitySchedule
     sampler: Sampler
+    filter: Filter
+    scorer: Scorer | None
     promotion: PromotionRule | None
     stopping: list[StoppingRule]
 
@@ -57,16 +60,20 @@ class Optimizer:
     def from_config(cls, config: Mapping[str, Any]) -> "Optimizer":
         gamma = validate(config)
         chosen = select(gamma)
-        extra = chosen.build("stopping_rules", gamma)
-        stopping: list[StoppingRule] = [BudgetRule()]
-        if not isinstance(extra, BudgetRule):
-            stopping.append(extra)
+        built = {cat: chosen.build(cat, gamma) for cat in chosen.components}
+        proposal_filter = built.get("filters", NoFilter())
+        scorer = None
+        if "surrogates" in built:
+            scorer = Scorer(built["surrogates"], built["acquisitions"], proposal_filter.predict_at_max_fidelity)
         return cls(
             config=gamma,
-            schedule=chosen.build("fidelity_schedules", gamma),
-            sampler=chosen.build("samplers", gamma),
-            promotion=chosen.build("promotion_rules", gamma) if "promotion_rules" in chosen.components else None,
-            stopping=stopping,
+            schedule=built["fidelity_schedules"],
+            sampler=built["samplers"],
+            filter=proposal_filter,
+            scorer=scorer,
+            promotion=built.get("promotion_rules"),
+            stopping=[BudgetRule()] + ([] if isinstance(built["stopping_rules"], BudgetRule)
+                                       else [built["stopping_rules"]]),
         )
 
 
@@ -87,11 +94,12 @@ class _Run:
 
     # -- proposal ---------------------------------------------------------------------------
     def _propose(self, n: int, fidelity: float) -> np.ndarray:
-        """IDs of ``n`` new configurations proposed by the sampler."""
+        """IDs of ``n`` new configurations proposed by the sampler (through the filter, if any)."""
         if n <= 0:
             return np.empty(0, dtype=int)
         ctx = ProposalContext(self.state, self.codec, self.rng, fidelity)
-        X = np.asarray(self.opt.sampler.sample(n, ctx), dtype=float).reshape(n, self.codec.dim)
+        X = self.opt.filter.propose(n, ctx, self.opt.sampler, self.opt.scorer)
+        X = np.asarray(X, dtype=float).reshape(n, self.codec.dim)
         first = len(self.vectors)
         self.vectors.extend(X)
         return np.arange(first, first + n)

@@ -82,6 +82,9 @@ _REGISTRY: dict[tuple[str, str], Component] = {}
 COMPONENT_MODULES = (
     "components.fidelity_schedules",
     "components.samplers",
+    "components.surrogates",
+    "components.acquisition",
+    "components.filters",
     "components.promotion",
     "components.stopping",
 )

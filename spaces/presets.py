@@ -47,6 +47,45 @@ def _hyperband_like(schedule: str, eta: float = 3.0) -> ConfigFn:
     return make
 
 
+def _filter(method: str, surrogate: str, acquisition: str, ns0: tuple[float, float], ns1: tuple[float, float],
+            rho: tuple[float, float], mb: bool, rho_random: bool, n_trn: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The filter part of a configuration (ρ, N_s⁰, N_s¹, n_trn at t = 0 and t = 1)."""
+    config: dict[str, Any] = {
+        "filter_method": method, "surrogate": surrogate, "acquisition": acquisition,
+        "filter_ns0_0": ns0[0], "filter_ns0_1": ns0[1], "filter_ns1_0": ns1[0], "filter_ns1_1": ns1[1],
+        "filter_rho_0": rho[0], "filter_rho_1": rho[1], "filter_mb": mb, "filter_rho_random": rho_random,
+    }
+    if n_trn is not None:
+        config.update(filter_n_trn_0=n_trn[0], filter_n_trn_1=n_trn[1])
+    return config
+
+
+def _bo(surrogate: str, rho: float, candidates: float = 500.0) -> ConfigFn:
+    """Sequential BO: one point per batch at full fidelity, the best of ``candidates`` random
+    candidates by expected improvement (a random-search acquisition optimizer), a fraction ρ of
+    the points random."""
+    def make(fidelity: Fidelity) -> dict[str, Any]:
+        return {"fidelity_schedule": "single", "mu": 1, "sampler": "uniform",
+                **_filter("tournament", surrogate, "ei", (candidates, candidates), (candidates, candidates),
+                          (rho, rho), True, True, n_trn=(1, 1))}
+    return make
+
+
+def _bohb(fidelity: Fidelity) -> dict[str, Any]:
+    """Table 1: Hyperband brackets, KDE sampling, TPE density-ratio filter over 64 samples, ρ = 1/3."""
+    return {**_hyperband_like("hb")(fidelity), "sampler": "kde",
+            **_filter("tournament", "tpe", "mean", (64, 64), (64, 64), (1 / 3, 1 / 3), True, True, n_trn=(1, 1))}
+
+
+def _smashy(schedule: str, mu: int, eta_fid: float, eta_surv: float, sampler: str, **filter_args: Any) -> ConfigFn:
+    """An optimized configuration of paper 004 Table 5 (aggregated γ* values)."""
+    def make(fidelity: Fidelity) -> dict[str, Any]:
+        return {"fidelity_schedule": schedule, "mu": mu, "log_eta_fid": math.log(eta_fid),
+                "survival_fraction": 1 / eta_surv, "sampler": sampler, "promotion": "top",
+                **_filter(acquisition="mean", **filter_args)}
+    return make
+
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in [
@@ -57,6 +96,24 @@ PRESETS: dict[str, Preset] = {
                "Jamieson & Talwalkar 2016; paper 004 §3.3.4", _hyperband_like("sh")),
         Preset("hb", "Hyperband, η = 3, μ(1) = η^(s−1), budget-matched brackets",
                "Li et al. 2018; paper 004 Table 1", _hyperband_like("hb")),
+        Preset("bohb", "BOHB: Hyperband + KDE sampling + TPE filter (64 samples), ρ = 1/3, η = 3",
+               "Falkner et al. 2018; paper 004 Table 1", _bohb),
+        Preset("bo_gp_ei", "BO with a GP and expected improvement, full fidelity, one point at a time",
+               "paper 004 §3.3.2 (GP-BO)", _bo("gp", rho=0.0)),
+        Preset("bo_rf_ei", "SMAC-like BO: random forest + EI, 20% random interleave, full fidelity",
+               "Hutter et al. 2011 (SMAC); paper 004 §3.3.2", _bo("rf", rho=0.2)),
+        Preset("smashy_lcbench_hb", "paper 004 Table 5, γ* lcbench, batch_method HB", "paper 004 Table 5",
+               _smashy("hb", 5, 3.11, 2.22, "kde", method="progressive", surrogate="kknn7", ns0=(101, 312),
+                       ns1=(28.9, 8), rho=(0.21, 0.08), mb=True, rho_random=False)),
+        Preset("smashy_lcbench_equal", "paper 004 Table 5, γ* lcbench, batch_method equal", "paper 004 Table 5",
+               _smashy("equal", 3, 2.71, 2.5, "kde", method="tournament", surrogate="kknn7", ns0=(21.5, 941),
+                       ns1=(35.4, 264), rho=(0.32, 0.16), mb=True, rho_random=True, n_trn=(1, 2))),
+        Preset("smashy_rbv2_hb", "paper 004 Table 5, γ* rbv2_super, batch_method HB", "paper 004 Table 5",
+               _smashy("hb", 2, 1.97, 6.09, "uniform", method="progressive", surrogate="knn1", ns0=(226, 495),
+                       ns1=(256, 99.7), rho=(0.86, 0.06), mb=False, rho_random=True)),
+        Preset("smashy_rbv2_equal", "paper 004 Table 5, γ* rbv2_super, batch_method equal", "paper 004 Table 5",
+               _smashy("equal", 15, 1.25, 18.8, "kde", method="progressive", surrogate="knn1", ns0=(39.5, 18.1),
+                       ns1=(6.65, 925), rho=(0.83, 0.03), mb=True, rho_random=False)),
     ]
 }
 

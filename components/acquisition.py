@@ -1,0 +1,95 @@
+"""Acquisition functions: rank candidates from a surrogate's (mean, std); LOWER score is better.
+
+The filters keep the candidates with the lowest scores, so improvement-type criteria are negated
+(score = −EI, −PI). Losses are minimized; ``y_best`` is the best observed loss.
+
+Without uncertainty (``std`` None, every std 0, or no finite ``y_best``) EI, PI and LCB fall back to
+the mean (score = mean): the ordering the no-uncertainty limit gives for the best candidates, and
+still a full ordering (EI/PI themselves would be 0 for every candidate worse than ``y_best``). Where
+only some stds are 0, EI and PI use their exact σ → 0 limits, max(y_best − μ, 0) and [μ < y_best].
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+from ConfigSpace import Float
+from scipy.stats import norm
+
+from metaopt.registry import register
+
+
+class Acquisition(ABC):
+    """Scores candidates from the surrogate's prediction; lower is better."""
+
+    needs_std: bool = False
+    """Whether the score uses the predicted std (without one it falls back to the mean)."""
+
+    @abstractmethod
+    def score(self, mean: np.ndarray, std: np.ndarray | None, y_best: float | None) -> np.ndarray:
+        ...
+
+
+def _uncertain(std: np.ndarray | None, y_best: float | None) -> bool:
+    """Whether a std-based score is defined: some positive std and a finite incumbent."""
+    return std is not None and bool(np.any(np.asarray(std) > 0)) and y_best is not None and bool(np.isfinite(y_best))
+
+
+def expected_improvement(mean: np.ndarray, std: np.ndarray, y_best: float) -> np.ndarray:
+    """EI for minimization: E[max(y_best − Y, 0)], Y ~ N(mean, std²); std 0 gives max(y_best − mean, 0)."""
+    mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
+    gain = y_best - mean
+    safe = np.where(std > 0, std, 1.0)
+    z = gain / safe
+    ei = gain * norm.cdf(z) + safe * norm.pdf(z)
+    return np.where(std > 0, np.maximum(ei, 0.0), np.maximum(gain, 0.0))
+
+
+def probability_of_improvement(mean: np.ndarray, std: np.ndarray, y_best: float) -> np.ndarray:
+    """PI for minimization: P(Y < y_best); std 0 gives [mean < y_best]."""
+    mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
+    gain = y_best - mean
+    safe = np.where(std > 0, std, 1.0)
+    return np.where(std > 0, norm.cdf(gain / safe), (gain > 0).astype(float))
+
+
+@register("acquisitions", "mean", description="the predicted loss itself (Smashy's filtering)")
+class MeanAcquisition(Acquisition):
+    def score(self, mean: np.ndarray, std: np.ndarray | None, y_best: float | None) -> np.ndarray:
+        return np.asarray(mean, dtype=float)
+
+
+@register("acquisitions", "ei", description="expected improvement over the best loss (score −EI)")
+class ExpectedImprovement(Acquisition):
+    needs_std = True
+
+    def score(self, mean: np.ndarray, std: np.ndarray | None, y_best: float | None) -> np.ndarray:
+        if not _uncertain(std, y_best):
+            return np.asarray(mean, dtype=float)
+        return -expected_improvement(mean, std, float(y_best))
+
+
+@register("acquisitions", "pi", description="probability of improving on the best loss (score −PI)")
+class ProbabilityOfImprovement(Acquisition):
+    needs_std = True
+
+    def score(self, mean: np.ndarray, std: np.ndarray | None, y_best: float | None) -> np.ndarray:
+        if not _uncertain(std, y_best):
+            return np.asarray(mean, dtype=float)
+        return -probability_of_improvement(mean, std, float(y_best))
+
+
+@register("acquisitions", "lcb", hyperparameters=[Float("lcb_kappa", (0.1, 5.0), default=1.0, log=True)],
+          description="lower confidence bound mean − κ·std")
+class LowerConfidenceBound(Acquisition):
+    needs_std = True
+
+    def __init__(self, lcb_kappa: float = 1.0) -> None:
+        self.kappa = float(lcb_kappa)
+
+    def score(self, mean: np.ndarray, std: np.ndarray | None, y_best: float | None) -> np.ndarray:
+        mean = np.asarray(mean, dtype=float)
+        if std is None:
+            return mean
+        return mean - self.kappa * np.asarray(std, dtype=float)

@@ -1,0 +1,183 @@
+"""Filters: propose configurations by sampling candidates and keeping those a surrogate likes best.
+
+Paper 004 Alg. 3 (SampleTournament) and Alg. 4 (SampleProgressive), DESIGN.md §5:
+
+- Random interleave: of ``n`` requested points, ``round(n·ρ)`` (or ``Binomial(n, ρ)`` when
+  ``filter_rho_random``) skip the filter; they are drawn from the same generating distribution.
+- ``tournament``: T = ceil(n'/n_trn) tournaments (n' = points left to filter); tournament i draws
+  ``round(n_trn · N0^((T−i)/(T−1)) · N1^((i−1)/(T−1)))`` candidates (N0 = N_s⁰, N1 = N_s¹; N0 when
+  T = 1) and keeps its ``min(n_trn, still needed)`` best.
+- ``progressive``: one pool of ``round(n'·max(N0, N1))`` candidates; point i is the best of the
+  first ``round(n'·N0^((n'−i)/(n'−1))·N1^((i−1)/(n'−1)))`` pool entries not yet taken.
+- Time-varying parameters: ρ(t) interpolates linearly between ρ(0) and ρ(1); N_s⁰(t), N_s¹(t) and
+  n_trn(t) geometrically (n_trn rounded), with t = spent/B.
+- ``filter_mb``: the surrogate predicts as if at the largest fidelity in the archive, else at the
+  fidelity of the stage being proposed.
+
+The surrogate is fitted on the whole archive (fidelity as a feature) once per call, i.e. once per
+batch. Candidates are ranked by the acquisition's score (lower is better).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+from ConfigSpace import Categorical, Float, Integer
+
+from components.acquisition import Acquisition
+from components.samplers import Sampler
+from components.surrogates import Surrogate
+from metaopt.context import ProposalContext
+from metaopt.features import FeatureEncoder
+from metaopt.registry import register
+
+RHO = (Float("filter_rho_0", (0.0, 1.0), default=0.0), Float("filter_rho_1", (0.0, 1.0), default=0.0))
+N_SAMPLES = tuple(Float(f"filter_ns{k}_{t}", (1.0, 1000.0), default=64.0, log=True) for k in (0, 1) for t in (0, 1))
+SHARED_HPS = (
+    *RHO,
+    *N_SAMPLES,
+    Categorical("filter_mb", [True, False], default=True),
+    Categorical("filter_rho_random", [True, False], default=False),
+)
+N_TRN = (Integer("filter_n_trn_0", (1, 10), default=1, log=True),
+         Integer("filter_n_trn_1", (1, 10), default=1, log=True))
+
+
+def linear(a: float, b: float, t: float) -> float:
+    return a + (b - a) * t
+
+
+def geometric(a: float, b: float, t: float) -> float:
+    return a ** (1 - t) * b ** t
+
+
+def geometric_sizes(first: float, last: float, count: int) -> np.ndarray:
+    """``count`` values from ``first`` to ``last`` on a geometric scale (``first`` when count = 1)."""
+    if count == 1:
+        return np.array([first])
+    w = np.arange(count) / (count - 1)
+    return first ** (1 - w) * last ** w
+
+
+@dataclass
+class Scorer:
+    """A surrogate plus an acquisition, fitted on the archive: scores candidates (lower is better)."""
+
+    surrogate: Surrogate
+    acquisition: Acquisition
+    predict_at_max_fidelity: bool
+
+    def fit_and_score(self, ctx: ProposalContext, candidates: np.ndarray) -> np.ndarray:
+        archive = ctx.archive
+        if len(archive) == 0:  # nothing to learn from: keep the sampling order
+            return np.zeros(len(candidates))
+        encoder = FeatureEncoder(ctx.codec, ctx.state.problem.fidelity)
+        loss = archive.loss
+        fid = archive.fidelity
+        self.surrogate.fit(encoder.encode(archive.X, fid), loss, ctx.rng)
+        r = float(np.nanmax(fid)) if self.predict_at_max_fidelity else float(ctx.fidelity)
+        at_r = np.isclose(fid, r) & ~np.isnan(loss)
+        y_best = float(np.min(loss[at_r])) if at_r.any() else float(np.nanmin(loss))
+        mean, std = self.surrogate.predict(encoder.encode(candidates, np.full(len(candidates), r)))
+        return self.acquisition.score(mean, std, y_best)
+
+
+class Filter(ABC):
+    """Proposes ``n`` configurations using a sampler and (optionally) a scorer."""
+
+    predict_at_max_fidelity: bool = False
+
+    @abstractmethod
+    def propose(self, n: int, ctx: ProposalContext, sampler: Sampler, scorer: Scorer | None) -> np.ndarray:
+        ...
+
+
+@register("filters", "none", description="no filtering: every proposed point comes straight from the sampler")
+class NoFilter(Filter):
+    def propose(self, n: int, ctx: ProposalContext, sampler: Sampler, scorer: Scorer | None) -> np.ndarray:
+        return sampler.sample(n, ctx)
+
+
+class _SurrogateFilter(Filter):
+    def __init__(self, filter_rho_0: float, filter_rho_1: float, filter_ns0_0: float, filter_ns0_1: float,
+                 filter_ns1_0: float, filter_ns1_1: float, filter_mb: bool, filter_rho_random: bool) -> None:
+        self.rho = (float(filter_rho_0), float(filter_rho_1))
+        self.ns0 = (float(filter_ns0_0), float(filter_ns0_1))
+        self.ns1 = (float(filter_ns1_0), float(filter_ns1_1))
+        self.predict_at_max_fidelity = bool(filter_mb)
+        self.rho_random = bool(filter_rho_random)
+
+    def n_interleaved(self, n: int, t: float, rng: np.random.Generator) -> int:
+        """How many of ``n`` points skip the filter at progress t."""
+        rho = linear(*self.rho, t)
+        return int(rng.binomial(n, rho)) if self.rho_random else int(round(n * rho))
+
+    def sample_rates(self, t: float) -> tuple[float, float]:
+        """(N_s⁰(t), N_s¹(t))."""
+        return geometric(*self.ns0, t), geometric(*self.ns1, t)
+
+    def propose(self, n: int, ctx: ProposalContext, sampler: Sampler, scorer: Scorer | None) -> np.ndarray:
+        if n <= 0:
+            return np.empty((0, ctx.codec.dim))
+        n_random = self.n_interleaved(n, ctx.t, ctx.rng)
+        random_part = sampler.sample(n_random, ctx) if n_random else np.empty((0, ctx.codec.dim))
+        filtered = self.filtered(n - n_random, ctx, sampler, scorer) if n > n_random else np.empty((0, ctx.codec.dim))
+        return np.concatenate([random_part, filtered])
+
+    @abstractmethod
+    def filtered(self, n: int, ctx: ProposalContext, sampler: Sampler, scorer: Scorer) -> np.ndarray:
+        ...
+
+
+@register("filters", "tournament", SHARED_HPS + N_TRN, "SampleTournament (Alg. 3): tournaments of growing size")
+class TournamentFilter(_SurrogateFilter):
+    def __init__(self, filter_n_trn_0: int, filter_n_trn_1: int, **shared: float) -> None:
+        super().__init__(**shared)
+        self.n_trn = (int(filter_n_trn_0), int(filter_n_trn_1))
+
+    def tournament_sizes(self, n: int, t: float) -> tuple[int, list[int]]:
+        """(n_trn(t), the candidate counts of the ceil(n/n_trn) tournaments)."""
+        n_trn = max(int(round(geometric(*self.n_trn, t))), 1)
+        rounds = math.ceil(n / n_trn)
+        ns0, ns1 = self.sample_rates(t)
+        sizes = np.rint(n_trn * geometric_sizes(ns0, ns1, rounds)).astype(int)
+        return n_trn, [max(int(s), n_trn) for s in sizes]
+
+    def filtered(self, n: int, ctx: ProposalContext, sampler: Sampler, scorer: Scorer) -> np.ndarray:
+        n_trn, sizes = self.tournament_sizes(n, ctx.t)
+        candidates = sampler.sample(int(sum(sizes)), ctx)
+        scores = scorer.fit_and_score(ctx, candidates)
+        chosen = []
+        start = 0
+        for size in sizes:
+            keep = min(n_trn, n - len(chosen))
+            order = np.argsort(scores[start:start + size], kind="stable")[:keep]
+            chosen.extend(start + order)
+            start += size
+        return candidates[np.array(chosen, dtype=int)]
+
+
+@register("filters", "progressive", SHARED_HPS, "SampleProgressive (Alg. 4): one pool, shrinking or growing windows")
+class ProgressiveFilter(_SurrogateFilter):
+    def pool_sizes(self, n: int, t: float) -> tuple[int, list[int]]:
+        """(size of the pool, the window size for each of the n points)."""
+        ns0, ns1 = self.sample_rates(t)
+        pool = max(int(round(n * max(ns0, ns1))), n)
+        windows = np.rint(n * geometric_sizes(ns0, ns1, n)).astype(int)
+        return pool, [max(int(w), 1) for w in windows]
+
+    def filtered(self, n: int, ctx: ProposalContext, sampler: Sampler, scorer: Scorer) -> np.ndarray:
+        pool_size, windows = self.pool_sizes(n, ctx.t)
+        pool = sampler.sample(pool_size, ctx)
+        scores = scorer.fit_and_score(ctx, pool)
+        remaining = np.arange(pool_size)
+        chosen = []
+        for window in windows:
+            options = remaining[:window]
+            best = options[np.argmin(scores[options])]
+            chosen.append(best)
+            remaining = remaining[remaining != best]
+        return pool[np.array(chosen, dtype=int)]

@@ -1,0 +1,291 @@
+"""Surrogate models: predict the loss of candidate configurations (paper 004, f_surr; DESIGN.md §5).
+
+A surrogate is fitted on the features of the whole archive (:class:`metaopt.features.FeatureEncoder`;
+the fidelity is the last feature column) and refitted every batch, so fitting must be cheap.
+``predict`` returns ``(mean, std)``; ``std`` is None for models without an uncertainty estimate
+(``has_std`` False). Lower predictions are better (losses are minimized).
+
+Robustness, shared by all models (:meth:`Surrogate.fit`): rows whose loss or features are not finite
+(NaN, ±inf) are dropped; with fewer than ``min_points`` rows, a constant loss, a single distinct
+feature row, or when the model's own fit (or predict) raises, the surrogate silently becomes a
+:class:`Featureless` model (mean and std of the losses) -- a run never crashes because of its surrogate.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from abc import ABC, abstractmethod
+
+import numpy as np
+from scipy.spatial.distance import cdist
+from scipy.special import logsumexp
+
+from metaopt.registry import register
+
+logger = logging.getLogger(__name__)
+
+# scikit-learn is imported inside the models' methods: importing it costs about a second, and every
+# command loads this module (the registry imports all components) whether or not a surrogate is used.
+
+Prediction = tuple[np.ndarray, np.ndarray | None]
+
+
+def _seed(rng: np.random.Generator) -> int:
+    """A seed for libraries that take an int (scikit-learn), drawn from the run's generator."""
+    return int(rng.integers(2**31 - 1))
+
+
+class Surrogate(ABC):
+    """Base class: cleaning, featureless fallback, error containment. Subclasses implement ``_fit``/``_predict``."""
+
+    has_std: bool = False
+    """Whether ``predict`` returns a standard deviation (needed by EI, PI, LCB)."""
+    min_points: int = 2
+    """Fewer (clean) training rows than this -> featureless fallback."""
+
+    fallback_reason: str | None = None
+    """Why the last fit fell back to the featureless model (None if the model itself was fitted)."""
+
+    def fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> Surrogate:
+        """Fit on features ``F`` (n, p) and losses ``y`` (n,); returns self."""
+        F = np.asarray(F, dtype=float)
+        y = np.asarray(y, dtype=float).ravel()
+        if F.ndim != 2:
+            F = F.reshape(len(y), -1)
+        keep = np.isfinite(y) & np.isfinite(F).all(axis=1)
+        F, y = F[keep], y[keep]
+        self._featureless = Featureless().fit(F, y, rng)
+        self._n_features = F.shape[1]
+        reason = None
+        if len(y) < max(self.min_points, 1):
+            reason = f"{len(y)} usable points (< {self.min_points})"
+        elif np.ptp(y) == 0:
+            reason = "constant loss"
+        elif np.ptp(F, axis=0).max(initial=0.0) == 0:
+            reason = "a single distinct configuration"
+        else:
+            try:
+                self._fit(F, y, rng)
+            except Exception as e:  # never crash a run: fall back and say why
+                reason = f"fit failed: {e!r}"
+                logger.warning("%s surrogate: %s; using the featureless fallback", type(self).__name__, reason)
+        self.fallback_reason = reason
+        self._fitted = True
+        return self
+
+    def predict(self, F: np.ndarray) -> Prediction:
+        """``(mean, std)`` for the features ``F`` (m, p); std is None unless ``has_std``."""
+        if not getattr(self, "_fitted", False):
+            raise RuntimeError(f"{type(self).__name__}.predict called before fit")
+        F = np.asarray(F, dtype=float).reshape(-1, self._n_features)
+        base_mean, base_std = self._featureless.predict(F)
+        if self.fallback_reason is not None or len(F) == 0:
+            mean, std = base_mean, base_std
+        else:
+            try:
+                mean, std = self._predict(F)
+                # Repair non-finite outputs (e.g. a numerically broken GP) rather than pass them on.
+                mean = np.where(np.isfinite(mean), mean, base_mean)
+                if std is not None:
+                    std = np.where(np.isfinite(std), np.maximum(std, 0.0), base_std)
+            except Exception as e:
+                logger.warning("%s surrogate: predict failed (%r); using the featureless fallback",
+                               type(self).__name__, e)
+                mean, std = base_mean, base_std
+        return np.asarray(mean, dtype=float), (np.asarray(std, dtype=float) if self.has_std else None)
+
+    @abstractmethod
+    def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
+        """Fit on clean data: finite, at least ``min_points`` rows, non-constant y and F."""
+
+    @abstractmethod
+    def _predict(self, F: np.ndarray) -> Prediction:
+        """``(mean, std or None)`` for at least one row."""
+
+
+class Featureless(Surrogate):
+    """Ignores the features: predicts the mean loss everywhere, with the losses' std (0 with < 2 points)."""
+
+    has_std = True
+    min_points = 0
+
+    def fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> Featureless:
+        y = np.asarray(y, dtype=float).ravel()
+        y = y[np.isfinite(y)]
+        self._mean = float(y.mean()) if len(y) else 0.0
+        self._std = float(y.std()) if len(y) >= 2 else 0.0
+        self._fitted = True
+        return self
+
+    def predict(self, F: np.ndarray) -> Prediction:
+        m = len(F)
+        return np.full(m, self._mean), np.full(m, self._std)
+
+    def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _predict(self, F: np.ndarray) -> Prediction:  # pragma: no cover
+        raise NotImplementedError
+
+
+@register("surrogates", "knn1", description="1-nearest neighbour (Euclidean on the features)")
+class KNN1(Surrogate):
+    """Predicts the loss of the nearest archive point."""
+
+    def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
+        from sklearn.neighbors import KNeighborsRegressor
+
+        self._model = KNeighborsRegressor(n_neighbors=1).fit(F, y)
+
+    def _predict(self, F: np.ndarray) -> Prediction:
+        return self._model.predict(F), None
+
+
+def samworth_weights(k: int, q: int) -> np.ndarray:
+    """Samworth's (2012) optimal rank weights of the k nearest neighbours in q dimensions (sum to 1).
+
+    w_i = (1/k) [1 + q/2 − q/(2 k^(2/q)) (i^(1+2/q) − (i−1)^(1+2/q))], i = 1 (nearest) .. k; as the
+    ``optimal`` kernel of R's kknn. They are non-negative and decreasing in i.
+    """
+    i = np.arange(1, k + 1, dtype=float)
+    a = 1.0 + 2.0 / q
+    w = (1.0 + q / 2.0 - q / (2.0 * k ** (2.0 / q)) * (i**a - (i - 1.0) ** a)) / k
+    return w / w.sum()  # already sums to 1 analytically; renormalize against rounding
+
+
+@register("surrogates", "kknn7", description="7-nearest neighbours with Samworth's optimal rank weights")
+class KKNN7(Surrogate):
+    """Weighted mean of the k = 7 nearest losses (k = n when fewer points), weights by rank."""
+
+    k = 7
+
+    def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
+        from sklearn.neighbors import NearestNeighbors
+
+        self._k = min(self.k, len(y))
+        self._weights = samworth_weights(self._k, F.shape[1])
+        self._index = NearestNeighbors(n_neighbors=self._k).fit(F)
+        self._y = y
+
+    def _predict(self, F: np.ndarray) -> Prediction:
+        idx = self._index.kneighbors(F, return_distance=False)  # (m, k), nearest first
+        return self._y[idx] @ self._weights, None
+
+
+class _ProductGaussianKDE:
+    """Product-Gaussian kernel density with normal-reference bandwidths, evaluated in log space.
+
+    h_j = max(1.06 σ_j n^(−1/(q+4)), 1e-3) per column (statsmodels' ``normal_reference`` as used by
+    BOHB, with BOHB's minimum bandwidth).
+    """
+
+    MIN_BANDWIDTH = 1e-3
+
+    def __init__(self, Z: np.ndarray) -> None:
+        n, q = Z.shape
+        self.h = np.maximum(1.06 * Z.std(axis=0) * n ** (-1.0 / (q + 4)), self.MIN_BANDWIDTH)
+        self.centers = Z / self.h
+        self.log_norm = -math.log(n) - np.log(self.h).sum() - 0.5 * q * math.log(2 * math.pi)
+
+    def log_density(self, Z: np.ndarray) -> np.ndarray:
+        # cdist computes differences directly (no |a|^2 + |b|^2 - 2ab cancellation at tiny bandwidths).
+        d2 = cdist(Z / self.h, self.centers, "sqeuclidean")
+        return logsumexp(-0.5 * d2, axis=1) + self.log_norm
+
+
+@register("surrogates", "tpe", description="TPE/BOHB density ratio: -log(l(x)/g(x)) of good vs bad KDEs")
+class TPE(Surrogate):
+    """BOHB-style density ratio of good and bad points (paper 004's TPE surrogate), lower is better.
+
+    Rules (q = number of features besides the fidelity, which is not a density dimension):
+
+    * stratum (as BOHB): the points of the largest fidelity with at least q + 2 points; if no
+      fidelity has that many, all points pooled across fidelities;
+    * good = the best floor(γ·n) points, γ = 0.15, at least 1 and at most n − 1; bad = the rest.
+      BOHB asks for at least d + 1 good points because its multivariate KDE needs them; the product
+      kernel below is well defined with one point, so we only ask for one on each side;
+    * densities: :class:`_ProductGaussianKDE` on all non-fidelity features. Categoricals are not given
+      an Aitchison–Aitken kernel: their one-hot columns (values 0 or 1/√2) get the same Gaussian
+      kernel, which behaves like one (same category: factor 1; other category: exp(−1/(2h²)) when
+      both one-hot columns share bandwidth h);
+    * prediction ("mean") = log g(x) − log l(x) = −log(l(x)/g(x)); std None.
+    """
+
+    gamma = 0.15
+
+    def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
+        Z, r = F[:, :-1], F[:, -1]
+        levels, counts = np.unique(r, return_counts=True)
+        eligible = levels[counts >= Z.shape[1] + 2]
+        if eligible.size:
+            in_stratum = r == eligible.max()
+            Z, y = Z[in_stratum], y[in_stratum]
+        n = len(y)
+        n_good = min(max(int(self.gamma * n), 1), n - 1)
+        order = np.argsort(y, kind="stable")
+        self._good = _ProductGaussianKDE(Z[order[:n_good]])
+        self._bad = _ProductGaussianKDE(Z[order[n_good:]])
+
+    def _predict(self, F: np.ndarray) -> Prediction:
+        Z = F[:, :-1]
+        return self._bad.log_density(Z) - self._good.log_density(Z), None
+
+
+@register("surrogates", "rf", description="random forest (50 trees); std = spread of the tree predictions")
+class RandomForest(Surrogate):
+    """scikit-learn random forest: 50 trees, full-depth, 1/3 of the features per split (R's default)."""
+
+    has_std = True
+    n_estimators = 50
+
+    def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
+        from sklearn.ensemble import RandomForestRegressor
+
+        self._model = RandomForestRegressor(n_estimators=self.n_estimators, max_features=1 / 3, min_samples_leaf=1,
+                                            random_state=_seed(rng), n_jobs=1).fit(F, y)
+
+    def _predict(self, F: np.ndarray) -> Prediction:
+        # Trees predict float32 input; skipping each tree's input validation saves most of the time.
+        F32 = np.ascontiguousarray(F, dtype=np.float32)
+        per_tree = np.stack([tree.predict(F32, check_input=False) for tree in self._model.estimators_])
+        return per_tree.mean(axis=0), per_tree.std(axis=0)
+
+
+@register("surrogates", "gp", description="Gaussian process (Matern 5/2 ARD + noise) with mean and std")
+class GaussianProcess(Surrogate):
+    """scikit-learn GP: Constant × Matern(ν = 5/2, one length scale per feature) + White noise.
+
+    ``normalize_y`` standardizes the losses, so the kernel bounds are on a unit scale. Hyperparameters
+    by maximum likelihood from one start (no restarts, for speed). At most ``max_points`` = 500 points
+    are used (a GP fit is cubic in n): above that, the best 250 plus 250 drawn at random from the rest.
+    """
+
+    has_std = True
+    max_points = 500
+
+    def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
+        from sklearn.exceptions import ConvergenceWarning
+        from sklearn.gaussian_process import GaussianProcessRegressor
+        from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
+        if len(y) > self.max_points:
+            order = np.argsort(y, kind="stable")
+            half = self.max_points // 2
+            rest = rng.choice(order[half:], size=self.max_points - half, replace=False)
+            keep = np.concatenate([order[:half], rest])
+            F, y = F[keep], y[keep]
+        p = F.shape[1]
+        kernel = (ConstantKernel(1.0, (1e-3, 1e3))
+                  * Matern(length_scale=np.full(p, 0.5), length_scale_bounds=(1e-2, 1e2), nu=2.5)
+                  + WhiteKernel(1e-2, (1e-6, 1.0)))
+        model = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=0, random_state=_seed(rng))
+        with warnings.catch_warnings():
+            # Length scales at their bounds (irrelevant features) and L-BFGS iteration limits warn; harmless.
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            self._model = model.fit(F, y)
+
+    def _predict(self, F: np.ndarray) -> Prediction:
+        mean, std = self._model.predict(F, return_std=True)
+        return mean, std

@@ -1,0 +1,92 @@
+"""Named restrictions of the design space (paper 004 Table 3) — each yields a restricted space.
+
+A restriction limits selectors to some components, fixes hyperparameters to constants, and ties
+hyperparameters to others (a tied one is removed from the space and copies its source's value).
+``space()`` is what a meta-optimizer searches; ``complete(γ)`` turns a configuration of the
+restricted space into a full configuration of the design space.
+
+ρ convention: here ρ is the *random-interleave* fraction (the share of points that skip the
+filter). Table 3 writes γ5 as "ρ → 0" in the R implementation's inverse convention; its text
+(RQ6) says "ρ set to 1 (all points are randomly sampled, independent of the filtering model)",
+which is our ``filter_rho = 1``. ``rho0`` is the opposite extreme (every point filtered).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ConfigSpace import ConfigurationSpace
+
+from metaopt.errors import UsageError
+from spaces.design_space import build_space, validate
+
+TIME_VARYING = {  # parameter at t = 1  ->  its value at t = 0
+    "filter_rho_1": "filter_rho_0",
+    "filter_ns0_1": "filter_ns0_0",
+    "filter_ns1_1": "filter_ns1_0",
+    "filter_n_trn_1": "filter_n_trn_0",
+}
+SURROGATES = ("knn1", "kknn7", "tpe", "rf", "gp")
+
+
+@dataclass(frozen=True)
+class Restriction:
+    name: str
+    rq: str
+    description: str
+    allowed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    tied: Mapping[str, str] = field(default_factory=dict)
+    budget_factor: float = 1.0
+
+    def space(self) -> ConfigurationSpace:
+        """The restricted design space."""
+        return build_space(allowed=self.allowed, fixed=self.fixed, dropped=tuple(self.tied))
+
+    def complete(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A full design-space configuration from a configuration of the restricted space."""
+        full = validate(config, self.space())  # fills in constants and defaults, checks the restriction
+        for target, source in self.tied.items():
+            if source in full:
+                full[target] = full[source]
+        return validate(full)
+
+
+def _restrictions() -> dict[str, Restriction]:
+    equal = {"fidelity_schedule": "equal"}
+    items = [
+        Restriction("gamma1", "RQ4", "no multi-fidelity: every evaluation at r_max (η_fid → ∞, s = 1)",
+                    fixed={"fidelity_schedule": "single"}),
+        Restriction("gamma2", "RQ5a", "constant in time: ρ, N_s⁰, N_s¹ and n_trn equal at t = 0 and t = 1",
+                    tied=dict(TIME_VARYING)),
+        Restriction("gamma3", "RQ5b", "simple filtering: tournament only, n_trn = 1, one constant N_s, constant ρ",
+                    fixed={"filter_method": "tournament", "filter_n_trn_0": 1},
+                    tied={"filter_n_trn_1": "filter_n_trn_0", "filter_rho_1": "filter_rho_0",
+                          "filter_ns0_1": "filter_ns0_0", "filter_ns1_0": "filter_ns0_0",
+                          "filter_ns1_1": "filter_ns0_0"}),
+        *[Restriction(f"gamma4_{s}", "RQ6", f"equal batches, surrogate fixed to {s}",
+                      fixed={**equal, "surrogate": s}) for s in SURROGATES],
+        Restriction("gamma5", "RQ6", "equal batches, no filtering: every point from the generating distribution "
+                    "(ρ = 1 here; Table 3's 'ρ → 0' in the R code's convention)",
+                    fixed={**equal, "filter_rho_0": 1.0, "filter_rho_1": 1.0}),
+        Restriction("gamma6", "RQ6", "equal batches, model-free: ρ = 1 and uniform sampling",
+                    fixed={**equal, "filter_rho_0": 1.0, "filter_rho_1": 1.0, "sampler": "uniform"}),
+        Restriction("gamma7", "RQ7", "equal batches with μ = 32 (synchronous parallel), quadruple budget",
+                    fixed={**equal, "mu": 32}, budget_factor=4.0),
+        Restriction("rho0", "RQ6", "every point filtered by the surrogate (no random interleave, ρ = 0)",
+                    fixed={"filter_rho_0": 0.0, "filter_rho_1": 0.0}),
+        Restriction("hb_only", "RQ3", "batch_method HB (paper Table 5, top half)", fixed={"fidelity_schedule": "hb"}),
+        Restriction("equal_only", "RQ3", "batch_method equal (paper Table 5, bottom half)", fixed=equal),
+    ]
+    return {r.name: r for r in items}
+
+
+RESTRICTIONS = _restrictions()
+
+
+def get_restriction(name: str) -> Restriction:
+    try:
+        return RESTRICTIONS[name]
+    except KeyError:
+        raise UsageError(f"unknown restriction {name!r}; known: {', '.join(RESTRICTIONS)}") from None

@@ -1,0 +1,95 @@
+"""Presets are valid points that run on every shipped benchmark; restrictions give restricted spaces."""
+
+import json
+import math
+
+import pytest
+from ConfigSpace import ConfigurationSpace
+
+from metaopt.benchmarks import get_benchmark, list_benchmark_names
+from metaopt.errors import UsageError
+from metaopt.loop import run
+from spaces.design_space import design_space, validate
+from spaces.presets import PRESETS
+from spaces.restrictions import RESTRICTIONS, get_restriction
+
+
+@pytest.fixture(scope="module")
+def benchmarks(yahpo_data):
+    return [get_benchmark(name, yahpo_data) for name in list_benchmark_names(yahpo_data)]
+
+
+def test_all_shipped_benchmarks_are_listed(benchmarks):
+    names = {b.name for b in benchmarks}
+    assert {"yahpo:lcbench", "yahpo:rbv2_xgboost", "yahpo:rbv2_rpart", "yahpo:nb301"} <= names
+    assert len([n for n in names if n.startswith("synthetic:")]) >= 3
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_preset_is_valid_and_runs_on_every_benchmark(name, benchmarks):
+    for bench in benchmarks:
+        config = PRESETS[name].config(bench.fidelity)
+        assert validate(config) == config
+        problem = bench.problem(bench.instances[0])
+        budget = "2" if name == "bo_gp_ei" else "3d"  # the GP is refit every evaluation
+        result = run(config, problem, seed=1, budget=budget)
+        assert result.summary["n_evals"] > 0, (name, bench.name)
+        assert result.summary["budget_used"] <= result.summary["budget"] + 1e-9
+
+
+def test_table5_values():
+    from metaopt.benchmarks.base import Fidelity
+
+    g = PRESETS["smashy_lcbench_hb"].config(Fidelity("epoch", 1, 52, True))
+    assert g["mu"] == 5 and math.exp(g["log_eta_fid"]) == pytest.approx(3.11)
+    assert 1 / g["survival_fraction"] == pytest.approx(2.22)
+    assert (g["filter_method"], g["sampler"], g["surrogate"]) == ("progressive", "kde", "kknn7")
+    assert (g["filter_ns0_0"], g["filter_ns0_1"], g["filter_ns1_0"], g["filter_ns1_1"]) == (101, 312, 28.9, 8)
+    bohb = PRESETS["bohb"].config(Fidelity("epoch", 1, 52, True))
+    assert (bohb["sampler"], bohb["surrogate"], bohb["fidelity_schedule"]) == ("kde", "tpe", "hb")
+    assert bohb["filter_rho_0"] == pytest.approx(1 / 3)
+
+
+def test_design_space_summary_and_json_round_trip(tmp_path):
+    space = design_space()
+    assert len(space) >= 23 and len(space.conditions) >= 18
+    path = tmp_path / "space.json"
+    space.to_json(path)
+    assert ConfigurationSpace.from_json(path) == space
+
+
+@pytest.mark.parametrize("name", sorted(RESTRICTIONS))
+def test_restrictions_give_valid_spaces_whose_points_complete(name, tmp_path):
+    restriction = RESTRICTIONS[name]
+    space = restriction.space()
+    space.to_json(tmp_path / "r.json")
+    assert ConfigurationSpace.from_json(tmp_path / "r.json") == space
+    space.seed(0)
+    for sample in space.sample_configuration(20):
+        full = restriction.complete(dict(sample))
+        assert validate(full) == full
+        for param, value in restriction.fixed.items():
+            if param in full:
+                assert full[param] == value
+        for target, source in restriction.tied.items():
+            assert full.get(target) == full.get(source)
+
+
+def test_specific_restrictions():
+    assert get_restriction("gamma1").complete({})["fidelity_schedule"] == "single"
+    g3 = get_restriction("gamma3").complete({"filter_ns0_0": 50.0})
+    assert g3["filter_method"] == "tournament" and g3["filter_n_trn_0"] == g3["filter_n_trn_1"] == 1
+    assert g3["filter_ns0_0"] == g3["filter_ns0_1"] == g3["filter_ns1_0"] == g3["filter_ns1_1"] == 50.0
+    assert "filter_rho_1" not in get_restriction("gamma2").space()
+    assert get_restriction("gamma7").complete({})["mu"] == 32 and get_restriction("gamma7").budget_factor == 4
+    with pytest.raises(UsageError, match="known: gamma1"):
+        get_restriction("nope")
+    with pytest.raises(UsageError, match="fidelity_schedule"):
+        get_restriction("gamma1").complete({"fidelity_schedule": "hb"})
+
+
+def test_presets_json_serializable():
+    from metaopt.benchmarks.base import Fidelity
+
+    for preset in PRESETS.values():
+        json.dumps(preset.config(Fidelity("epoch", 1, 52, True)))
