@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 demo: install
-	$(BIN)/metaopt study run studies/quickstart.yaml
+	$(BIN)/metaopt study run studies/quickstart.yaml --workers 2
 
 test: install
 	$(BIN)/python -m pytest

@@ -19,6 +19,7 @@ import warnings
 from abc import ABC, abstractmethod
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 from scipy.spatial.distance import cdist
 from scipy.special import logsumexp
 
@@ -258,12 +259,20 @@ class GaussianProcess(Surrogate):
     """scikit-learn GP: Constant × Matern(ν = 5/2, one length scale per feature) + White noise.
 
     ``normalize_y`` standardizes the losses, so the kernel bounds are on a unit scale. Hyperparameters
-    by maximum likelihood from one start (no restarts, for speed). At most ``max_points`` = 500 points
+    by maximum likelihood from one start (no restarts, for speed): the previous fit's kernel when this
+    surrogate was fitted before in the run (a warm start; the archive grows by a few points per
+    batch, so the optimum moves little), else a neutral default. At most ``max_points`` = 500 points
     are used (a GP fit is cubic in n): above that, the best 250 plus 250 drawn at random from the rest.
+    Linear algebra runs on one thread: runs are parallelized across processes, and for these small
+    matrices one BLAS thread is faster than two competing ones.
     """
 
     has_std = True
     max_points = 500
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._warm_kernel = None
 
     def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
         from sklearn.exceptions import ConvergenceWarning
@@ -277,15 +286,19 @@ class GaussianProcess(Surrogate):
             keep = np.concatenate([order[:half], rest])
             F, y = F[keep], y[keep]
         p = F.shape[1]
-        kernel = (ConstantKernel(1.0, (1e-3, 1e3))
-                  * Matern(length_scale=np.full(p, 0.5), length_scale_bounds=(1e-2, 1e2), nu=2.5)
-                  + WhiteKernel(1e-2, (1e-6, 1.0)))
+        kernel = self._warm_kernel
+        if kernel is None or kernel.k1.k2.length_scale.shape != (p,):
+            kernel = (ConstantKernel(1.0, (1e-3, 1e3))
+                      * Matern(length_scale=np.full(p, 0.5), length_scale_bounds=(1e-2, 1e2), nu=2.5)
+                      + WhiteKernel(1e-2, (1e-6, 1.0)))
         model = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=0, random_state=_seed(rng))
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), threadpool_limits(1):
             # Length scales at their bounds (irrelevant features) and L-BFGS iteration limits warn; harmless.
             warnings.simplefilter("ignore", ConvergenceWarning)
             self._model = model.fit(F, y)
+        self._warm_kernel = self._model.kernel_
 
     def _predict(self, F: np.ndarray) -> Prediction:
-        mean, std = self._model.predict(F, return_std=True)
+        with threadpool_limits(1):
+            mean, std = self._model.predict(F, return_std=True)
         return mean, std

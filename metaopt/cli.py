@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -190,8 +191,10 @@ def cmd_schedule(args: argparse.Namespace) -> None:
 def cmd_study_run(args: argparse.Namespace) -> None:
     from metaopt.study import load_study, run_study
 
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
     study = load_study(Path(args.study))
-    run_study(study, yahpo_data=args.yahpo_data, quiet=args.quiet)
+    run_study(study, yahpo_data=args.yahpo_data, quiet=args.quiet, workers=args.workers)
 
 
 # -- parser -------------------------------------------------------------------------------------
@@ -242,12 +245,30 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
 
     p = sub.add_parser("presets", help="list the named optimizers (known algorithms as points of the design space)")
-    p.set_defaults(func=cmd_presets)
+    p.set_defaults(func=cmd_presets, name=None)
+    psub = p.add_subparsers(dest="presets_command", metavar="SUBCOMMAND")
+    q = psub.add_parser("show", help="a preset's configuration as JSON (usable with `metaopt run --config`)")
+    q.add_argument("name", metavar="NAME")
+    q.add_argument("--benchmark", default="synthetic:mlp",
+                   help="benchmark whose fidelity range fixes Hyperband's mu(1) (default synthetic:mlp)")
+    _add_data_option(q)
+    q.set_defaults(func=cmd_presets)
+
+    space = sub.add_parser("space", help="the design space: summary table, ConfigSpace JSON export")
+    spsub = space.add_subparsers(dest="space_command", metavar="SUBCOMMAND", required=True)
+    for cmd, helptext, func in [("show", "summary table of the design space", cmd_space_show),
+                                ("export", "write the design space as ConfigSpace JSON", cmd_space_export)]:
+        q = spsub.add_parser(cmd, help=helptext)
+        if cmd == "export":
+            q.add_argument("--out", required=True, metavar="FILE")
+        q.add_argument("--restrict", metavar="NAME", help="a named restriction (gamma1..gamma7, rho0, ...)")
+        q.set_defaults(func=func)
 
     study = sub.add_parser("study", help="declarative studies")
     ssub = study.add_subparsers(dest="study_command", metavar="SUBCOMMAND", required=True)
     p = ssub.add_parser("run", help="run a study file (see studies/README.md)")
     p.add_argument("study", metavar="STUDY.yaml")
+    p.add_argument("--workers", type=int, default=1, help="worker processes for the runs (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_data_option(p)
     p.set_defaults(func=cmd_study_run)
@@ -257,8 +278,56 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_presets(args: argparse.Namespace) -> None:
     from spaces.presets import PRESETS
 
-    _print_table(pd.DataFrame([{"preset": p.name, "description": p.description, "reference": p.reference}
-                               for p in PRESETS.values()]))
+    if getattr(args, "name", None) is None:
+        _print_table(pd.DataFrame([{"preset": p.name, "description": p.description, "reference": p.reference}
+                                   for p in PRESETS.values()]))
+        return
+    from metaopt.benchmarks import get_benchmark
+    from spaces.presets import get_preset
+
+    preset = get_preset(args.name)
+    bench = get_benchmark(args.benchmark, args.yahpo_data)
+    print(f"{preset.name}: {preset.description} ({preset.reference}); as used on {bench.name}", file=sys.stderr)
+    print(json.dumps(preset.config(bench.fidelity), indent=1))
+
+
+def _space(restrict: str | None):
+    from spaces.design_space import design_space
+    from spaces.restrictions import get_restriction
+
+    return design_space() if restrict is None else get_restriction(restrict).space()
+
+
+def cmd_space_show(args: argparse.Namespace) -> None:
+    from spaces.design_space import describe_hyperparameter
+
+    space = _space(args.restrict)
+    parents = {c.child.name: c for c in space.conditions}
+    rows = []
+    for hp in space.values():
+        cond = parents.get(hp.name)
+        rows.append({
+            "parameter": hp.name,
+            "domain": getattr(hp, "value", None) if hp.__class__.__name__ == "Constant" else describe_hyperparameter(hp),
+            "default": hp.default_value,
+            "active when": "always" if cond is None else str(cond).split(" | ", 1)[1],
+        })
+    title = "design space" + (f" restricted by {args.restrict}" if args.restrict else "")
+    print(f"{title}: {len(space)} hyperparameters, {len(space.conditions)} conditions, "
+          f"{len(space.forbidden_clauses)} forbidden clauses")
+    _print_table(pd.DataFrame(rows))
+
+
+def cmd_space_export(args: argparse.Namespace) -> None:
+    from io import StringIO
+
+    from metaopt.store_utils import atomic_write_text
+
+    space = _space(args.restrict)
+    buffer = StringIO()
+    space.to_json(buffer)
+    atomic_write_text(Path(args.out), buffer.getvalue())
+    print(f"wrote {args.out} ({len(space)} hyperparameters; read it back with ConfigurationSpace.from_json)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -272,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("metaopt: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into e.g. `head`: not an error
+        sys.stdout = open(os.devnull, "w")
     return 0
 
 

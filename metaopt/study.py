@@ -27,6 +27,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import yaml
+from joblib import Parallel, delayed
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from tqdm import tqdm
 
@@ -124,13 +125,29 @@ def _claim_output(study: Study) -> None:
     atomic_write_text(marker, study.source)
 
 
-def run_study(study: Study, yahpo_data: str | None = None, quiet: bool = False) -> pd.DataFrame:
-    """Run every (optimizer, instance, seed) of the study not yet finished; write tables and plots."""
+def _run_one(benchmark_name: str, yahpo_data: str | None, config: dict, instance: str, seed: int, budget,
+             reference, optimizer: str, directory: Path) -> None:
+    """One run, written to ``directory`` as soon as it finishes (a task for a worker process)."""
+    from metaopt.benchmarks import get_benchmark
+    from metaopt.loop import run
+    from metaopt.run_io import write_run
+
+    problem = get_benchmark(benchmark_name, yahpo_data).problem(instance)
+    result = run(config, problem, seed, budget, reference=reference)
+    result.summary["optimizer"] = optimizer
+    write_run(directory, result)
+
+
+def run_study(study: Study, yahpo_data: str | None = None, quiet: bool = False, workers: int = 1) -> pd.DataFrame:
+    """Run every (optimizer, instance, seed) of the study not yet finished; write tables and plots.
+
+    With ``workers`` > 1 the runs go to that many worker processes (joblib); every run is a pure
+    function of its inputs, so the results are the same as in a serial run.
+    """
     from metaopt.benchmarks import get_benchmark
     from metaopt.budget import Budget
-    from metaopt.loop import run
     from metaopt.references import get_reference
-    from metaopt.run_io import is_complete, read_run, write_run
+    from metaopt.run_io import is_complete, read_run
     from spaces.presets import get_preset
 
     spec = study.spec
@@ -153,11 +170,11 @@ def run_study(study: Study, yahpo_data: str | None = None, quiet: bool = False) 
           f"{len(ev.seeds)} seeds at budget {budget}; {len(tasks) - len(todo)} of {len(tasks)} runs already done")
     references = {i: get_reference(bench, i) for i in tqdm(instances, desc="regret references", disable=quiet)}
     started = time.perf_counter()
-    for opt, inst, seed in tqdm(todo, desc="runs", unit="run", disable=quiet):
-        problem = bench.problem(inst)
-        result = run(presets[opt].config(problem.fidelity), problem, seed, budget, reference=references[inst])
-        result.summary["optimizer"] = opt
-        write_run(run_dir(opt, inst, seed), result)
+    jobs = (delayed(_run_one)(bench.name, yahpo_data, presets[o].config(bench.fidelity), i, s, budget, references[i],
+                              o, run_dir(o, i, s)) for o, i, s in todo)
+    for _ in tqdm(Parallel(n_jobs=workers, return_as="generator_unordered")(jobs), total=len(todo), desc="runs",
+                  unit="run", disable=quiet):
+        pass
     elapsed = time.perf_counter() - started
 
     results = [(dict(optimizer=o, instance=i, seed=s), read_run(run_dir(o, i, s))) for o, i, s in tasks]

@@ -36,6 +36,7 @@ def assert_one_line_error(code, err, *fragments):
 
 def test_help_on_every_command():
     for argv in (["--help"], ["components", "--help"], ["benchmark", "list", "--help"], ["benchmark", "eval", "--help"],
+                 ["space", "show", "--help"], ["space", "export", "--help"], ["presets", "show", "--help"],
                  ["run", "--help"], ["schedule", "--help"], ["presets", "--help"], ["study", "run", "--help"]):
         proc = subprocess.run([sys.executable, "-m", "metaopt", *argv], capture_output=True, text=True)
         assert proc.returncode == 0 and "usage: metaopt" in proc.stdout, (argv, proc.stderr)
@@ -141,3 +142,45 @@ def test_exit_status_through_the_entry_point(tmp_path):
                            "synthetic:mlp", "--instance", "0"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("metaopt: error: unknown optimizer")
+
+
+def test_space_show_and_export_round_trip(capsys, tmp_path):
+    from ConfigSpace import ConfigurationSpace
+
+    from spaces.design_space import design_space
+    from spaces.restrictions import get_restriction
+
+    code, out, _ = run_cli(capsys, "space", "show")
+    assert code == 0 and "hyperparameters" in out and "filter_method" in out and "log_eta_fid" in out
+    path = tmp_path / "space.json"
+    code, _, _ = run_cli(capsys, "space", "export", "--out", str(path))
+    assert code == 0 and ConfigurationSpace.from_json(path) == design_space()
+    code, _, _ = run_cli(capsys, "space", "export", "--out", str(path), "--restrict", "gamma3")
+    assert code == 0 and ConfigurationSpace.from_json(path) == get_restriction("gamma3").space()
+    code, _, err = run_cli(capsys, "space", "show", "--restrict", "nope")
+    assert_one_line_error(code, err, "unknown restriction 'nope'", "gamma1")
+
+
+def test_presets_list_and_show_feed_run_config(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "presets")
+    for name in ("rs", "sh", "hb", "bohb", "bo_gp_ei", "bo_rf_ei", "smashy_lcbench_hb", "smashy_rbv2_equal"):
+        assert name in out
+    code, out, _ = run_cli(capsys, "presets", "show", "bohb")
+    assert code == 0 and json.loads(out)["surrogate"] == "tpe"
+    cfg = tmp_path / "bohb.json"
+    cfg.write_text(out)
+    code, out, err = run_cli(capsys, "run", "--config", str(cfg), "--benchmark", "synthetic:mlp", "--instance", "0",
+                             "--budget", "2d", "--quiet")
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "presets", "show", "nope")
+    assert_one_line_error(code, err, "unknown optimizer 'nope'")
+
+
+def test_every_preset_is_accepted_by_run(capsys):
+    from spaces.presets import PRESETS
+
+    for name in PRESETS:
+        budget = "1" if name.startswith("bo_") else "1d"
+        code, _, err = run_cli(capsys, "run", "--optimizer", name, "--benchmark", "synthetic:boosting", "--instance", "0",
+                               "--budget", budget, "--quiet")
+        assert code == 0, (name, err)

@@ -79,3 +79,13 @@ def test_shipped_quickstart_study_is_valid():
     assert study.spec.benchmark.startswith("synthetic:")
     with pytest.raises(UsageError, match="not found"):
         load_study(Path("no/such/study.yaml"))
+
+
+def test_parallel_workers_give_the_serial_results(tmp_path):
+    serial, parallel = tmp_path / "serial", tmp_path / "parallel"
+    for out, workers in ((serial, "1"), (parallel, "2")):
+        path = write_study(tmp_path, STUDY.format(out=out))
+        assert main(["study", "run", str(path), "--quiet", "--workers", workers]) == 0
+    for summary in serial.glob("runs/*/*/seed-*/trace.csv"):
+        twin = parallel / summary.relative_to(serial)
+        assert summary.read_text() == twin.read_text()
