@@ -188,13 +188,27 @@ def cmd_schedule(args: argparse.Namespace) -> None:
     _print_table(pd.DataFrame(rows))
 
 
-def cmd_study_run(args: argparse.Namespace) -> None:
-    from metaopt.study import load_study, run_study
+STAGES = {"study run": ["optimize", "evaluate"], "optimize": ["optimize"], "evaluate": ["evaluate"]}
 
-    if args.workers < 1:
+
+def cmd_stages(args: argparse.Namespace) -> None:
+    from metaopt.study import load_study, run_stages
+
+    if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     study = load_study(Path(args.study))
-    run_study(study, yahpo_data=args.yahpo_data, quiet=args.quiet, workers=args.workers)
+    run_stages(study, STAGES[args.stage_name], yahpo_data=args.yahpo_data, quiet=args.quiet,
+               workers=args.workers, scheduler=args.scheduler)
+
+
+def _add_study_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("study", metavar="STUDY.yaml")
+    p.add_argument("--workers", type=int, default=None,
+                   help="worker processes (a Dask LocalCluster when > 1; default: the study's 'workers', else 1)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="join an existing Dask scheduler (e.g. tcp://host:8786) instead of starting a LocalCluster")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_data_option(p)
 
 
 # -- parser -------------------------------------------------------------------------------------
@@ -266,12 +280,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     study = sub.add_parser("study", help="declarative studies")
     ssub = study.add_subparsers(dest="study_command", metavar="SUBCOMMAND", required=True)
-    p = ssub.add_parser("run", help="run a study file (see studies/README.md)")
-    p.add_argument("study", metavar="STUDY.yaml")
-    p.add_argument("--workers", type=int, default=1, help="worker processes for the runs (default 1)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    _add_data_option(p)
-    p.set_defaults(func=cmd_study_run)
+    p = ssub.add_parser("run", help="run a study file: optimize (if it has a 'meta' section), then evaluate")
+    _add_study_arguments(p)
+    p.set_defaults(func=cmd_stages, stage_name="study run")
+    p = sub.add_parser("optimize", help="meta-optimize: SMAC searches the design space on the training instances")
+    _add_study_arguments(p)
+    p.set_defaults(func=cmd_stages, stage_name="optimize")
+    p = sub.add_parser("evaluate", help="evaluate gamma*, presets and peers on the held-out instances x seeds")
+    _add_study_arguments(p)
+    p.set_defaults(func=cmd_stages, stage_name="evaluate")
     return parser
 
 

@@ -1,38 +1,31 @@
-"""Declarative studies: a YAML file says what to run; ``run_study`` runs it, resumably.
+"""Declarative studies: a YAML file says what to run; stages run it resumably (schema: studies/README.md).
 
-Schema (validated on load, errors name the field; see ``studies/README.md``)::
-
-    name: quickstart                # also the default output folder: results/<name>
-    description: ...
-    benchmark: synthetic:mlp        # or yahpo:<scenario>
-    budget: 30d                     # 30d = 30 x d full evaluations; 100; 3600s (cost units)
-    evaluation:
-      instances: {split: test, limit: 6}   # or a list of instance ids
-      seeds: 3                      # 3 means seeds 1..3; or a list
-      optimizers: [rs, sh, hb]      # preset names
-    output: results/quickstart      # relative to the current directory
-
-Every finished run is written at once to ``<output>/runs/<optimizer>/<instance>/seed-<k>/``
-(``summary.json`` last, atomically), so an interrupted study resumes where it stopped when the
-same command is run again. The study file is copied to ``<output>/study.yaml``; running a
-different study into the same folder is refused.
+Stages: ``optimize`` (SMAC over the training instances → γ*, when the study has a ``meta``
+section) then ``evaluate`` (γ*, presets and peers on held-out instances × seeds). The study file
+is copied to ``<output>/study.yaml``; running a *different* study into the same folder is refused,
+running the same one again resumes it.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-import numpy as np
 import pandas as pd
 import yaml
-from joblib import Parallel, delayed
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from tqdm import tqdm
 
 from metaopt.errors import UsageError
 from metaopt.store_utils import atomic_write_text
+
+
+def _seed_list(value: int | list[int]) -> list[int]:
+    seeds = list(range(1, value + 1)) if isinstance(value, int) else value
+    if not seeds or len(set(seeds)) != len(seeds) or (isinstance(value, int) and value < 1):
+        raise ValueError("must be a positive count or a list of distinct integers")
+    return seeds
 
 
 class InstanceSelection(BaseModel):
@@ -41,24 +34,56 @@ class InstanceSelection(BaseModel):
     limit: int | None = Field(default=None, ge=1)
 
 
-class EvaluationSpec(BaseModel):
+def _ids(value: object) -> object:
+    return [str(v) for v in value] if isinstance(value, list) else value
+
+
+class MetaSpec(BaseModel):
+    """How γ is searched: SMAC over training instances."""
+
     model_config = ConfigDict(extra="forbid")
-    instances: InstanceSelection | list[str] = InstanceSelection()
-    seeds: int | list[int] = Field(default=3)
-    optimizers: list[str] = Field(min_length=1)
+    instances: InstanceSelection | list[str] = InstanceSelection(split="train")
+    restriction: str | None = None
+    objective: Literal["regret", "regret_at", "auc"] = "regret"
+    objective_budgets: list[float] = Field(default=[1.0], min_length=1)
+    trials: int = Field(default=100, ge=1)
+    seeds: int | list[int] = 1
 
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, value: int | list[int]) -> list[int]:
-        seeds = list(range(1, value + 1)) if isinstance(value, int) else value
-        if not seeds or len(set(seeds)) != len(seeds):
-            raise ValueError("seeds must be a positive count or a list of distinct integers")
-        return seeds
+        return _seed_list(value)
 
     @field_validator("instances", mode="before")
     @classmethod
     def _instance_ids(cls, value: object) -> object:
-        return [str(v) for v in value] if isinstance(value, list) else value
+        return _ids(value)
+
+    @field_validator("objective_budgets")
+    @classmethod
+    def _fractions(cls, value: list[float]) -> list[float]:
+        if any(not 0 < f <= 1 for f in value):
+            raise ValueError("fractions of the budget must be in (0, 1]")
+        return value
+
+
+class EvaluationSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    instances: InstanceSelection | list[str] = InstanceSelection()
+    seeds: int | list[int] = 3
+    optimizers: list[str] = Field(min_length=1)
+    report_budgets: list[str] = Field(default_factory=list)
+    gamma_star_from: str | None = None
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, value: int | list[int]) -> list[int]:
+        return _seed_list(value)
+
+    @field_validator("instances", mode="before")
+    @classmethod
+    def _instance_ids(cls, value: object) -> object:
+        return _ids(value)
 
 
 class StudySpec(BaseModel):
@@ -67,6 +92,8 @@ class StudySpec(BaseModel):
     description: str = ""
     benchmark: str
     budget: str = "30d"
+    workers: int = Field(default=1, ge=1)
+    meta: MetaSpec | None = None
     evaluation: EvaluationSpec
     output: str | None = None
 
@@ -112,6 +139,65 @@ def load_study(path: Path) -> Study:
     return Study(spec, source, path)
 
 
+class StudyContext:
+    """A study resolved against its benchmark: instances, budgets, references; checked before any work."""
+
+    def __init__(self, study: Study, yahpo_data: str | None) -> None:
+        from metaopt.benchmarks import get_benchmark
+        from metaopt.budget import Budget
+        from spaces.restrictions import get_restriction
+
+        spec = study.spec
+        self.study = study
+        self.yahpo_data = yahpo_data
+        self.bench = get_benchmark(spec.benchmark, yahpo_data)
+        self.budget = Budget.parse(spec.budget, self.bench.d)
+        self.eval_instances = self._instances(spec.evaluation.instances, "evaluation.instances")
+        self.report_budgets = [Budget.parse(b, self.bench.d) for b in spec.evaluation.report_budgets]
+        if not self.report_budgets or self.report_budgets[-1].amount != self.budget.amount:
+            self.report_budgets.append(self.budget)
+        for rb in self.report_budgets:
+            if rb.unit != self.budget.unit or rb.amount > self.budget.amount:
+                raise UsageError(f"{study.path}: field 'evaluation.report_budgets': {rb.spec} must be in the "
+                                 f"budget's unit and at most {spec.budget}")
+        self.meta_instances: list[str] = []
+        if spec.meta is not None:
+            self.meta_instances = self._instances(spec.meta.instances, "meta.instances")
+            if spec.meta.restriction:
+                get_restriction(spec.meta.restriction)
+
+    def _instances(self, selection: InstanceSelection | list[str], field: str) -> list[str]:
+        if isinstance(selection, list):
+            instances = [self.bench.problem(i).instance for i in selection]
+        else:
+            instances = self.bench.instances_of(selection.split)[: selection.limit]
+        if not instances:
+            raise UsageError(f"{self.study.path}: field '{field}' selects no instance of {self.bench.name}")
+        return instances
+
+    def references(self, instances: list[str], quiet: bool) -> dict[str, Any]:
+        from tqdm import tqdm
+
+        from metaopt.references import get_reference
+
+        return {i: get_reference(self.bench, i) for i in tqdm(instances, desc="regret references", disable=quiet)}
+
+    @property
+    def gamma_star_path(self) -> Path:
+        source = self.study.spec.evaluation.gamma_star_from
+        return Path(source) if source else self.study.output / "meta" / "gamma_star.json"
+
+    def gamma_star(self) -> dict[str, Any] | None:
+        path = self.gamma_star_path
+        if not path.exists():
+            if self.study.spec.evaluation.gamma_star_from:
+                raise UsageError(f"{self.study.path}: field 'evaluation.gamma_star_from': no such file {path}")
+            return None
+        from spaces.design_space import validate
+
+        return validate(json.loads(path.read_text())["config"])
+
+
 def _claim_output(study: Study) -> None:
     """Create the output folder for this study, or refuse if it holds another study's results."""
     marker = study.output / "study.yaml"
@@ -125,106 +211,66 @@ def _claim_output(study: Study) -> None:
     atomic_write_text(marker, study.source)
 
 
-def _run_one(benchmark_name: str, yahpo_data: str | None, config: dict, instance: str, seed: int, budget,
-             reference, optimizer: str, directory: Path) -> None:
-    """One run, written to ``directory`` as soon as it finishes (a task for a worker process)."""
-    from metaopt.benchmarks import get_benchmark
-    from metaopt.loop import run
-    from metaopt.run_io import write_run
+def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str, Any]:
+    """The optimize stage: SMAC over the training instances; writes meta/ and returns γ*."""
+    from metaopt.meta import MetaSetup, optimize
+    from spaces.design_space import design_space
+    from spaces.restrictions import get_restriction
 
-    problem = get_benchmark(benchmark_name, yahpo_data).problem(instance)
-    result = run(config, problem, seed, budget, reference=reference)
-    result.summary["optimizer"] = optimizer
-    write_run(directory, result)
+    meta = ctx.study.spec.meta
+    if meta is None:
+        raise UsageError(f"{ctx.study.path} has no 'meta' section: nothing to optimize (evaluation only)")
+    references = ctx.references(ctx.meta_instances, quiet)
+    setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, ctx.budget, references, meta.restriction, meta.objective,
+                      tuple(meta.objective_budgets))
+    space = get_restriction(meta.restriction).space() if meta.restriction else design_space()
+    features = {i: [references[i].y_min, references[i].y_max] for i in ctx.meta_instances}
+    print(f"optimize: SMAC (algorithm configuration) over {len(ctx.meta_instances)} training instances of "
+          f"{ctx.bench.name}, {meta.trials} trials x {len(meta.seeds)} meta-seeds, design space "
+          f"{meta.restriction or 'full'} ({len(space)} parameters), objective {meta.objective}")
+    star = optimize(ctx.study.output, setup, space, ctx.meta_instances, features, meta.trials, meta.seeds,
+                    executor, quiet)
+    print(f"gamma*: mean objective {star['mean_objective']:.4f} on {star['n_instances']} training instances "
+          f"({star['n_configurations']} configurations, {star['n_trials']} trials)")
+    print(json.dumps(star["config"], indent=1))
+    return star
 
 
-def run_study(study: Study, yahpo_data: str | None = None, quiet: bool = False, workers: int = 1) -> pd.DataFrame:
-    """Run every (optimizer, instance, seed) of the study not yet finished; write tables and plots.
+def run_evaluate(ctx: StudyContext, executor, quiet: bool = False):
+    """The evaluation stage: every optimizer on the held-out instances × seeds."""
+    from metaopt.evaluation import evaluate, resolve_optimizers
 
-    With ``workers`` > 1 the runs go to that many worker processes (joblib); every run is a pure
-    function of its inputs, so the results are the same as in a serial run.
-    """
-    from metaopt.benchmarks import get_benchmark
-    from metaopt.budget import Budget
-    from metaopt.references import get_reference
-    from metaopt.run_io import is_complete, read_run
-    from spaces.presets import get_preset
-
-    spec = study.spec
-    bench = get_benchmark(spec.benchmark, yahpo_data)
-    ev = spec.evaluation
-    if isinstance(ev.instances, list):
-        instances = [bench.problem(i).instance for i in ev.instances]
-    else:
-        instances = bench.instances_of(ev.instances.split)[: ev.instances.limit]
-    if not instances:
-        raise UsageError(f"{study.path}: field 'evaluation.instances' selects no instance of {bench.name}")
-    presets = {name: get_preset(name) for name in ev.optimizers}
-    budget = Budget.parse(spec.budget, bench.d)
-    _claim_output(study)
-
-    tasks = [(o, i, s) for o in presets for i in instances for s in ev.seeds]
-    run_dir = lambda o, i, s: study.output / "runs" / o / i / f"seed-{s}"  # noqa: E731
-    todo = [t for t in tasks if not is_complete(run_dir(*t))]
-    print(f"study {spec.name}: {len(presets)} optimizers x {len(instances)} instances of {bench.name} x "
-          f"{len(ev.seeds)} seeds at budget {budget}; {len(tasks) - len(todo)} of {len(tasks)} runs already done")
-    references = {i: get_reference(bench, i) for i in tqdm(instances, desc="regret references", disable=quiet)}
-    started = time.perf_counter()
-    jobs = (delayed(_run_one)(bench.name, yahpo_data, presets[o].config(bench.fidelity), i, s, budget, references[i],
-                              o, run_dir(o, i, s)) for o, i, s in todo)
-    for _ in tqdm(Parallel(n_jobs=workers, return_as="generator_unordered")(jobs), total=len(todo), desc="runs",
-                  unit="run", disable=quiet):
-        pass
-    elapsed = time.perf_counter() - started
-
-    results = [(dict(optimizer=o, instance=i, seed=s), read_run(run_dir(o, i, s))) for o, i, s in tasks]
-    table = _write_results(study, bench, budget, results, instances)
-    print(f"\nran {len(todo)} runs in {elapsed:.1f} s; results in {study.output}/")
+    ev = ctx.study.spec.evaluation
+    entries = resolve_optimizers(ev.optimizers, ctx.bench, ctx.gamma_star() if "gamma_star" in ev.optimizers else None)
+    references = ctx.references(ctx.eval_instances, quiet)
+    table = evaluate(ctx.study.output, ctx.bench, entries, ctx.eval_instances, ev.seeds, ctx.budget, references,
+                     executor, ctx.report_budgets, ctx.yahpo_data, quiet, caption_prefix=f"study {ctx.study.spec.name}, ")
     with pd.option_context("display.width", 200):
         print(table.to_string(index=False))
     return table
 
 
-def _write_results(study, bench, budget, results, instances) -> pd.DataFrame:
-    """results.csv (one row per run), table.csv/.md (aggregates) and anytime.png/.csv."""
-    from analysis.anytime import anytime_table, budget_grid, mean_se_over_instances
-    from analysis.plots import plot_anytime
+def run_stages(study: Study, stages: list[str], yahpo_data: str | None = None, quiet: bool = False,
+               workers: int | None = None, scheduler: str | None = None) -> None:
+    """Run the given stages of a study in order, with one executor for all of them."""
+    from metaopt.executor import make_executor
 
-    spec = study.spec
-    rows = [{**keys, **{k: v for k, v in res.summary.items() if k not in ("config", "reference")}}
-            for keys, res in results]
-    per_run = pd.DataFrame(rows)
-    atomic_write_text(study.output / "results.csv", per_run.to_csv(index=False))
-
-    final = mean_se_over_instances(per_run, ["optimizer"], "normalized_regret")
-    walls = per_run.groupby("optimizer")["wall_time_s"].mean().rename("wall_time_per_run_s")
-    table = final.merge(walls, on="optimizer")
-    table["mean_normalized_regret"] = table.apply(lambda r: f"{r['mean']:.4f} ± {r['se']:.4f}", axis=1)
-    table = table[["optimizer", "mean_normalized_regret", "mean", "se", "n_instances", "wall_time_per_run_s"]]
-    table = table.sort_values("mean").reset_index(drop=True)
-    atomic_write_text(study.output / "table.csv", table.to_csv(index=False))
-
-    first = max(float(res.trace["budget_used"].iloc[0]) for _, res in results if len(res.trace))
-    grid = budget_grid(first, budget.amount) if budget.unit == "full_evals" else None
-    caption = (f"{bench.name}: {len(instances)} instances ({', '.join(instances[:8])}{' ...' if len(instances) > 8 else ''})"
-               f" x {len(spec.evaluation.seeds)} seeds, budget {budget}; band = ± 1 s.e. over instances")
-    md = [f"# Study {spec.name}", "", spec.description.strip(), "",
-          f"Mean normalized regret at the full budget ({budget}), mean over seeds then mean ± standard error "
-          f"over {len(instances)} instances of {bench.name}.", "",
-          _markdown_table(table.drop(columns=["mean", "se"]))]
-    if grid is not None:
-        curves = anytime_table(((keys, res.trace) for keys, res in results), grid)
-        atomic_write_text(study.output / "anytime.csv", curves.to_csv(index=False))
-        plot_anytime(curves, study.output / "anytime.png", f"Study {spec.name}: anytime performance", caption)
-        md += ["", "![anytime mean normalized regret](anytime.png)", "", f"*{caption}*"]
-    atomic_write_text(study.output / "table.md", "\n".join(md) + "\n")
-    return table
-
-
-def _markdown_table(df: pd.DataFrame) -> str:
-    def fmt(v: object) -> str:
-        return f"{v:.3g}" if isinstance(v, (float, np.floating)) else str(v)
-
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)
+    ctx = StudyContext(study, yahpo_data)  # validates everything before anything is written
+    _claim_output(study)
+    timings = {}
+    with make_executor(workers or study.spec.workers, scheduler) as executor:
+        for stage in stages:
+            started = time.perf_counter()
+            if stage == "optimize":
+                if study.spec.meta is None:
+                    print("optimize: skipped (the study has no 'meta' section)")
+                    continue
+                run_optimize(ctx, executor, quiet)
+            elif stage == "evaluate":
+                run_evaluate(ctx, executor, quiet)
+            timings[stage] = time.perf_counter() - started
+    summary = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in timings.items())
+    print(f"\nstudy {study.spec.name}: done ({summary}); results in {study.output}/")
+    path = study.output / "timings.json"
+    previous = json.loads(path.read_text()) if path.exists() else {}
+    atomic_write_text(path, json.dumps({**previous, **timings}, indent=1))

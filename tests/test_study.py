@@ -30,19 +30,19 @@ def test_study_runs_writes_results_and_resumes(tmp_path, capsys):
     out = tmp_path / "out"
     path = write_study(tmp_path, STUDY.format(out=out))
     assert main(["study", "run", str(path), "--quiet"]) == 0
-    runs = sorted(out.glob("runs/*/*/seed-*/summary.json"))
+    runs = sorted(out.glob("eval/runs/*/*/seed-*/summary.json"))
     assert len(runs) == 2 * 2 * 2
-    table = pd.read_csv(out / "table.csv")
+    table = pd.read_csv(out / "eval" / "table.csv")
     assert set(table["optimizer"]) == {"rs", "hb"}
-    assert (out / "anytime.png").stat().st_size > 10_000
-    assert "mean normalized regret" in (out / "table.md").read_text().lower()
-    results = pd.read_csv(out / "results.csv")
+    assert (out / "eval" / "anytime.png").stat().st_size > 10_000
+    assert "mean normalized regret" in (out / "eval" / "table.md").read_text().lower()
+    results = pd.read_csv(out / "eval" / "results.csv")
     capsys.readouterr()
     # a second run finds everything done and recomputes nothing, with identical results
     (runs[0].parent / "summary.json").unlink()  # as if that run had been interrupted
     assert main(["study", "run", str(path), "--quiet"]) == 0
-    assert "7 of 8 runs already done" in capsys.readouterr().out
-    again = pd.read_csv(out / "results.csv")
+    assert "8 runs, 7 already done" in capsys.readouterr().out
+    again = pd.read_csv(out / "eval" / "results.csv")
     pd.testing.assert_frame_equal(results.drop(columns="wall_time_s"), again.drop(columns="wall_time_s"))
 
 
@@ -69,7 +69,7 @@ def test_bad_study_files_name_the_field(tmp_path, capsys, change, field):
     assert code == 2 and err.startswith("metaopt: error:") and len(err.strip().splitlines()) == 1
     if field:
         assert f"'{field}" in err
-    assert not (tmp_path / "out" / "runs").exists()
+    assert not (tmp_path / "out" / "eval").exists()
 
 
 def test_shipped_quickstart_study_is_valid():
@@ -86,6 +86,8 @@ def test_parallel_workers_give_the_serial_results(tmp_path):
     for out, workers in ((serial, "1"), (parallel, "2")):
         path = write_study(tmp_path, STUDY.format(out=out))
         assert main(["study", "run", str(path), "--quiet", "--workers", workers]) == 0
-    for summary in serial.glob("runs/*/*/seed-*/trace.csv"):
+    traces = list(serial.glob("eval/runs/*/*/seed-*/trace.csv"))
+    assert len(traces) == 8
+    for summary in traces:
         twin = parallel / summary.relative_to(serial)
         assert summary.read_text() == twin.read_text()
