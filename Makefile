@@ -17,7 +17,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,peers]'
 	$(BIN)/python -m pip install --quiet -c constraints.txt --no-deps $(YAHPO_GYM)
 	touch $(STAMP)
 

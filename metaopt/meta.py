@@ -200,18 +200,25 @@ def _smac_trials(meta_dir: Path, meta_seed: int, objective: InnerObjective, cach
     trials still running (seen here: 7 of 12 trials told with 2 workers). Here every trial is
     told and stored, and with one worker the run is exactly reproducible, which resume relies on.
     """
-    from smac import AlgorithmConfigurationFacade, Scenario
-    from smac.runhistory.dataclasses import TrialValue
+    from smac import Scenario
 
     log_path = meta_dir / f"trials-seed-{meta_seed}.jsonl"
     log_path.write_text("")  # the log of this meta-seed is rebuilt by the (replaying) rerun
-    scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=trials,
-                        instances=instances, instance_features=instance_features, seed=meta_seed,
-                        output_directory=Path(tempfile.mkdtemp(prefix="metaopt-smac-")),
-                        crash_cost=CRASH_OBJECTIVE)
+    with tempfile.TemporaryDirectory(prefix="metaopt-smac-") as smac_dir:  # SMAC's own files: not needed
+        scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=trials,
+                            instances=instances, instance_features=instance_features, seed=meta_seed,
+                            output_directory=Path(smac_dir), crash_cost=CRASH_OBJECTIVE)
+        return _ask_tell(meta_dir, log_path, meta_seed, objective, cache, scenario, trials, executor, quiet)
+
+
+def _ask_tell(meta_dir: Path, log_path: Path, meta_seed: int, objective: InnerObjective, cache: dict, scenario,
+              trials: int, executor: Executor, quiet: bool) -> list[dict[str, Any]]:
+    from smac import AlgorithmConfigurationFacade
+    from smac.runhistory.dataclasses import TrialValue
+
     smac = AlgorithmConfigurationFacade(
         scenario, as_target_function(objective),
-        intensifier=AlgorithmConfigurationFacade.get_intensifier(scenario, max_config_calls=len(instances)),
+        intensifier=AlgorithmConfigurationFacade.get_intensifier(scenario, max_config_calls=len(scenario.instances)),
         overwrite=True, logging_level=40,
     )
     rows: list[dict[str, Any]] = []
@@ -223,7 +230,7 @@ def _smac_trials(meta_dir: Path, meta_seed: int, objective: InnerObjective, cach
         if not cached:
             atomic_write_text(_store_path(meta_dir, key), json.dumps(_json_safe(record)))
             cache[key] = record
-        smac.tell(info, TrialValue(cost=record["objective"], additional_info={"hash": key[0]}))
+        smac.tell(info, TrialValue(cost=record["objective"], additional_info={"hash": key[0]}), save=False)
         row = {"meta_seed": meta_seed, "trial": len(rows), "hash": key[0], "instance": key[1], "seed": key[2],
                "objective": record["objective"], "status": record["status"], "cached": cached,
                "gamma": record["gamma"], "summary": record.get("summary", {}), "traceback": record.get("traceback")}

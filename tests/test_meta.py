@@ -67,13 +67,14 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "metaopt", "optimize", str(killed), "--quiet"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     runs = tmp_path / "killed" / "meta" / "runs"
-    deadline = time.time() + 120
-    while time.time() < deadline and len(list(runs.glob("*/*/seed-*.json"))) < 6:
-        time.sleep(0.05)
+    deadline = time.time() + 600
+    while time.time() < deadline and len(list(runs.glob("*/*/seed-*.json"))) < 4 and proc.poll() is None:
+        time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     done_before = len(list(runs.glob("*/*/seed-*.json")))
-    assert 6 <= done_before < 28 and not (tmp_path / "killed" / "meta" / "archive.csv").exists()
+    assert done_before >= 4, "the killed run stored nothing before the deadline"
+    assert not (tmp_path / "killed" / "meta" / "archive.csv").exists(), "killed too late: the run had finished"
     assert main(["optimize", str(killed), "--quiet"]) == 0
     a = pd.read_csv(tmp_path / "uninterrupted" / "meta" / "archive.csv")
     b = pd.read_csv(tmp_path / "killed" / "meta" / "archive.csv")
