@@ -43,6 +43,7 @@ from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.executor import Executor
 from metaopt.references import Reference
+from metaopt.run_io import jsonable
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
 
@@ -153,18 +154,6 @@ def load_cache(meta_dir: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     return cache
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if hasattr(value, "item"):
-        return value.item()
-    if isinstance(value, float) and value != value:
-        return None
-    return value
-
-
 def optimize(output: Path, setup: MetaSetup, space, instances: list[str], instance_features: dict[str, list[float]],
              trials: int, meta_seeds: list[int], executor: Executor, quiet: bool = False) -> dict[str, Any]:
     """Run SMAC once per meta-seed, store every trial, choose and write γ*."""
@@ -186,7 +175,7 @@ def optimize(output: Path, setup: MetaSetup, space, instances: list[str], instan
     archive = meta_archive(rows)
     atomic_write_text(meta_dir / "archive.csv", archive.to_csv(index=False))
     star = choose_gamma_star(archive, instances, rows)
-    atomic_write_text(meta_dir / "gamma_star.json", json.dumps(_json_safe(star), indent=1) + "\n")
+    atomic_write_text(meta_dir / "gamma_star.json", json.dumps(jsonable(star), indent=1) + "\n")
     return star
 
 
@@ -228,7 +217,7 @@ def _ask_tell(meta_dir: Path, log_path: Path, meta_seed: int, objective: InnerOb
         cached = record.pop("cached", False)
         key = (record["hash"], record["instance"], int(record["seed"]))
         if not cached:
-            atomic_write_text(_store_path(meta_dir, key), json.dumps(_json_safe(record)))
+            atomic_write_text(_store_path(meta_dir, key), json.dumps(jsonable(record)))
             cache[key] = record
         smac.tell(info, TrialValue(cost=record["objective"], additional_info={"hash": key[0]}), save=False)
         row = {"meta_seed": meta_seed, "trial": len(rows), "hash": key[0], "instance": key[1], "seed": key[2],
@@ -236,7 +225,7 @@ def _ask_tell(meta_dir: Path, log_path: Path, meta_seed: int, objective: InnerOb
                "gamma": record["gamma"], "summary": record.get("summary", {}), "traceback": record.get("traceback")}
         rows.append(row)
         with log_path.open("a") as fh:
-            fh.write(json.dumps(_json_safe({k: v for k, v in row.items() if k != "summary"})) + "\n")
+            fh.write(json.dumps(jsonable({k: v for k, v in row.items() if k != "summary"})) + "\n")
         bar.update(1)
 
     in_flight: dict[Any, Any] = {}  # future -> TrialInfo

@@ -16,7 +16,7 @@ def write_run(directory: Path, result: RunResult) -> None:
     """Write the trace first and the summary last: a directory with a summary.json is complete."""
     directory = Path(directory)
     atomic_write_text(directory / "trace.csv", result.trace.to_csv(index=False))
-    atomic_write_text(directory / "summary.json", json.dumps(_jsonable(result.summary), indent=1) + "\n")
+    atomic_write_text(directory / "summary.json", json.dumps(jsonable(result.summary), indent=1) + "\n")
 
 
 def is_complete(directory: Path) -> bool:
@@ -30,11 +30,12 @@ def read_run(directory: Path) -> RunResult:
     return RunResult(trace, summary)
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """numpy scalars to Python values, NaN to None, recursively: what json.dumps can write."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if hasattr(value, "item"):
         return value.item()
     if isinstance(value, float) and value != value:

@@ -38,15 +38,11 @@ def _ids(value: object) -> object:
     return [str(v) for v in value] if isinstance(value, list) else value
 
 
-class MetaSpec(BaseModel):
-    """How γ is searched: SMAC over training instances."""
+class _InstancesAndSeeds(BaseModel):
+    """Which instances and seeds a stage runs on (seeds: a count N means 1..N)."""
 
     model_config = ConfigDict(extra="forbid")
-    instances: InstanceSelection | list[str] = InstanceSelection(split="train")
-    restriction: str | None = None
-    objective: Literal["regret", "regret_at", "auc"] = "regret"
-    objective_budgets: list[float] = Field(default=[1.0], min_length=1)
-    trials: int = Field(default=100, ge=1)
+    instances: InstanceSelection | list[str] = InstanceSelection()
     seeds: int | list[int] = 1
 
     @field_validator("seeds")
@@ -59,6 +55,16 @@ class MetaSpec(BaseModel):
     def _instance_ids(cls, value: object) -> object:
         return _ids(value)
 
+
+class MetaSpec(_InstancesAndSeeds):
+    """How γ is searched: SMAC over training instances."""
+
+    instances: InstanceSelection | list[str] = InstanceSelection(split="train")
+    restriction: str | None = None
+    objective: Literal["regret", "regret_at", "auc"] = "regret"
+    objective_budgets: list[float] = Field(default=[1.0], min_length=1)
+    trials: int = Field(default=100, ge=1)
+
     @field_validator("objective_budgets")
     @classmethod
     def _fractions(cls, value: list[float]) -> list[float]:
@@ -67,23 +73,11 @@ class MetaSpec(BaseModel):
         return value
 
 
-class EvaluationSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    instances: InstanceSelection | list[str] = InstanceSelection()
+class EvaluationSpec(_InstancesAndSeeds):
     seeds: int | list[int] = 3
     optimizers: list[str] = Field(min_length=1)
     report_budgets: list[str] = Field(default_factory=list)
     gamma_star_from: str | None = None
-
-    @field_validator("seeds")
-    @classmethod
-    def _seeds(cls, value: int | list[int]) -> list[int]:
-        return _seed_list(value)
-
-    @field_validator("instances", mode="before")
-    @classmethod
-    def _instance_ids(cls, value: object) -> object:
-        return _ids(value)
 
 
 class StudySpec(BaseModel):
