@@ -163,7 +163,6 @@ def cmd_run(args: argparse.Namespace) -> None:
 def cmd_schedule(args: argparse.Namespace) -> None:
     from metaopt.benchmarks import get_benchmark
     from metaopt.loop import Optimizer
-    from spaces.design_space import validate  # noqa: F401  (validation happens in Optimizer)
 
     bench = get_benchmark(args.benchmark, args.yahpo_data)
     name, config = _resolve_optimizer(args, bench.fidelity)
@@ -172,9 +171,8 @@ def cmd_schedule(args: argparse.Namespace) -> None:
     s = schedule.stages(bench.fidelity)
     mu = int(config["mu"])
     rows = []
-    plans = schedule.brackets(bench.fidelity, mu)
     seen = set()
-    for plan in plans:
+    for plan in schedule.brackets(bench.fidelity, mu):
         if plan.bracket in seen or len(seen) >= s:
             break
         seen.add(plan.bracket)
