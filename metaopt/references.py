@@ -60,8 +60,15 @@ def _cache_path(benchmark: Benchmark, instance: str) -> Path:
     return (cache_dir() / f"references-v{METHOD_VERSION}" / safe(benchmark.fingerprint()) / f"{safe(instance)}.json")
 
 
-def compute_reference(benchmark: Benchmark, instance: str, n: int = SAMPLE_SIZE) -> Reference:
-    """Evaluate ``n`` fixed-seed random configurations at full fidelity; derive y_min and y_max."""
+def compute_reference(benchmark: Benchmark, instance: str, n: int | None = None) -> Reference:
+    """Evaluate ``n`` fixed-seed random configurations at full fidelity; derive y_min and y_max.
+
+    ``n`` defaults to the benchmark's ``reference_samples`` (SAMPLE_SIZE for surrogate and
+    synthetic benchmarks; live benchmarks that really train models ask for far fewer and skip
+    the refinement, so their y_min is only the best of a small sample).
+    """
+    n = n or benchmark.reference_samples
+    rounds = benchmark.reference_refine_rounds
     codec = SpaceCodec(benchmark.search_space)
     rng = np.random.default_rng([SAMPLE_SEED, n])
 
@@ -73,17 +80,18 @@ def compute_reference(benchmark: Benchmark, instance: str, n: int = SAMPLE_SIZE)
     loss = np.concatenate([evaluate(X[start:start + BATCH]) for start in range(0, n, BATCH)])
     finite = loss[np.isfinite(loss)]
     y_max = float(np.median(finite))
-    refined = _refine(codec, evaluate, X, loss, rng)
+    refined = _refine(codec, evaluate, X, loss, rng, rounds) if rounds else np.inf
     y_min = float(min(finite.min(), refined))
-    source = (f"y_max: median of {len(finite)} random full-fidelity configurations; y_min: best of those "
-              f"and of a {REFINE_ROUNDS}-round local refinement")
+    source = (f"y_max: median of {len(finite)} random full-fidelity configurations; y_min: best of those"
+              + (f" and of a {rounds}-round local refinement" if rounds else ""))
     known = benchmark.best_known(instance)
     if known is not None and known < y_min:
         y_min, source = float(known), source + "; y_min = the benchmark's known optimum"
     return Reference(y_min, y_max, len(loss), source)
 
 
-def _refine(codec: SpaceCodec, evaluate, X: np.ndarray, loss: np.ndarray, rng: np.random.Generator) -> float:
+def _refine(codec: SpaceCodec, evaluate, X: np.ndarray, loss: np.ndarray, rng: np.random.Generator,
+            rounds: int = REFINE_ROUNDS) -> float:
     """A (μ + λ) evolution strategy from the best sampled points; returns the best loss found.
 
     Written here rather than taken from a library because it must work on ConfigSpace vectors
@@ -93,8 +101,8 @@ def _refine(codec: SpaceCodec, evaluate, X: np.ndarray, loss: np.ndarray, rng: n
     layout = codec.layout
     order = np.argsort(loss, kind="stable")[:REFINE_PARENTS]
     parents, parent_loss = X[order], loss[order]
-    for round_ in range(REFINE_ROUNDS):
-        sigma = 0.1 * (0.05 ** (round_ / max(REFINE_ROUNDS - 1, 1)))  # 0.1 -> 0.005
+    for round_ in range(rounds):
+        sigma = 0.1 * (0.05 ** (round_ / max(rounds - 1, 1)))  # 0.1 -> 0.005
         children = np.repeat(parents, REFINE_CHILDREN, axis=0)
         noise = rng.normal(0.0, sigma, children.shape)
         children[:, layout.numeric] += noise[:, layout.numeric]

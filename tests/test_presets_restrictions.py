@@ -16,7 +16,8 @@ from spaces.restrictions import RESTRICTIONS, get_restriction
 
 @pytest.fixture(scope="module")
 def benchmarks(yahpo_data):
-    return [get_benchmark(name, yahpo_data) for name in list_benchmark_names(yahpo_data)]
+    # live benchmarks train real models: too slow for every preset here (tests/test_live_benchmark.py)
+    return [get_benchmark(name, yahpo_data) for name in list_benchmark_names(yahpo_data) if not name.startswith("live:")]
 
 
 def test_all_shipped_benchmarks_are_listed(benchmarks):
@@ -31,7 +32,7 @@ def test_preset_is_valid_and_runs_on_every_benchmark(name, benchmarks):
         config = PRESETS[name].config(bench.fidelity)
         assert validate(config) == config
         problem = bench.problem(bench.instances[0])
-        budget = "2" if name == "bo_gp_ei" else "3d"  # the GP is refit every evaluation
+        budget = "2" if name in ("bo_gp_ei", "bo_autostop") else "3d"  # the GP is refit every evaluation
         result = run(config, problem, seed=1, budget=budget)
         assert result.summary["n_evals"] > 0, (name, bench.name)
         assert result.summary["budget_used"] <= result.summary["budget"] + 1e-9

@@ -1,4 +1,5 @@
-"""Benchmarks by name: ``yahpo:<scenario>`` (offline YAHPO Gym surrogates) and ``synthetic:<family>``.
+"""Benchmarks by name: ``yahpo:<scenario>`` (offline YAHPO Gym surrogates), ``synthetic:<family>``
+and ``live:<model>`` (scikit-learn models trained for real; slow, with measured costs).
 
 ``get_benchmark`` is the one entry point; benchmarks are cached per (name, data directory) so a
 process loads each surrogate once.
@@ -34,10 +35,10 @@ def yahpo_data_dir(override: str | os.PathLike | None = None) -> Path | None:
 
 
 def list_benchmark_names(data_dir: str | os.PathLike | None = None) -> list[str]:
-    """Every benchmark name available: synthetic families, plus YAHPO scenarios found in the data dir."""
-    from metaopt.benchmarks import synthetic
+    """Every benchmark name available: synthetic families, live models, plus YAHPO scenarios found in the data dir."""
+    from metaopt.benchmarks import live, synthetic
 
-    names = [f"synthetic:{f}" for f in synthetic.FAMILIES]
+    names = [f"synthetic:{f}" for f in synthetic.FAMILIES] + [f"live:{m}" for m in live.MODELS]
     path = yahpo_data_dir(data_dir)
     if path is not None:
         from metaopt.benchmarks import yahpo
@@ -59,6 +60,10 @@ def _load(name: str, data_dir: str | None) -> Benchmark:
     kind, _, scenario = name.partition(":")
     if kind == "synthetic" and scenario in synthetic.FAMILIES:
         return synthetic.SyntheticBenchmark(scenario)
+    if kind == "live" and scenario:
+        from metaopt.benchmarks import live
+
+        return live.LiveBenchmark(scenario)
     if kind == "yahpo" and scenario:
         from metaopt.benchmarks import yahpo
 

@@ -74,6 +74,10 @@ class Benchmark(ABC):
     cost_name: str
     cheap_end: dict[str, str]
     """Per hyperparameter, the cheap end for low-cost starts ("lower"/"upper"); may be empty."""
+    reference_samples: int = 10_000
+    """Random full-fidelity evaluations behind an instance's regret reference (metaopt.references)."""
+    reference_refine_rounds: int = 40
+    """Generations of the local refinement that sharpens the reference's y_min (0: none)."""
 
     @property
     def d(self) -> int:
