@@ -9,14 +9,17 @@ class Archive:
     """Append-only record of evaluations: configuration vector, fidelity, loss, cost and bookkeeping.
 
     ``config_id`` identifies a configuration across re-evaluations at higher fidelities.
+    Annotations (``stop_statistic``) are NaN when a batch is added and may be set for the last
+    batch afterwards (:meth:`annotate_last`), e.g. with a statistic computed from it.
     """
 
     _FIELDS = ("config_id", "batch", "stage", "bracket", "fidelity", "loss", "cost")
+    _ANNOTATIONS = ("stop_statistic",)
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self._vectors: list[np.ndarray] = []
-        self._columns: dict[str, list[np.ndarray]] = {f: [] for f in self._FIELDS}
+        self._columns: dict[str, list[np.ndarray]] = {f: [] for f in self._FIELDS + self._ANNOTATIONS}
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._vectors)
@@ -30,6 +33,12 @@ class Archive:
             if values.shape != (n,):
                 raise ValueError(f"archive field {f}: expected {n} values, got shape {values.shape}")
             self._columns[f].append(values)
+        for f in self._ANNOTATIONS:
+            self._columns[f].append(np.full(n, np.nan))
+
+    def annotate_last(self, name: str, value: float) -> None:
+        """Set the annotation ``name`` of every row of the last added batch."""
+        self._columns[name][-1][:] = value
 
     def _concat(self, parts: list[np.ndarray], empty_shape: tuple[int, ...]) -> np.ndarray:
         return np.concatenate(parts) if parts else np.empty(empty_shape)

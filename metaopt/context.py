@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -14,7 +14,11 @@ from metaopt.space_codec import SpaceCodec
 
 @dataclass
 class RunState:
-    """Progress of a run; ``t`` = spent/B in [0, 1] drives time-varying components."""
+    """Progress of a run; ``t`` = spent/B in [0, 1] drives time-varying components.
+
+    ``stopping_rng`` is for stopping rules only: it is not the generator proposals are drawn from,
+    so a rule's draws never change what the run proposes.
+    """
 
     problem: Problem
     budget: Budget
@@ -22,6 +26,13 @@ class RunState:
     budget_used: float = 0.0
     cost_used: float = 0.0
     n_batches: int = 0
+    codec: SpaceCodec | None = None
+    """The run's codec (the loop passes its own); built from the problem when not given."""
+    stopping_rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+
+    def __post_init__(self) -> None:
+        if self.codec is None:
+            self.codec = SpaceCodec(self.problem.search_space)
 
     @property
     def t(self) -> float:

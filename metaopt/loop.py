@@ -8,6 +8,11 @@ promoted configuration pays its full r again) and its cost to the cost account. 
 exceeds its budget: of a batch, only the prefix that fits into what is left is evaluated (for a
 cost budget, the evaluations that would finish after the budget ran out are discarded unseen).
 Within a batch, survivors come first (best first), then new configurations.
+
+Stopping rules are checked after every batch; the one that stops the run names the stop reason,
+and its statistic after each batch goes into the trace (``stop_statistic``). Rules draw from their
+own generator (spawned from ``seed``), so a rule never changes what the run proposes: the same γ
+with and without a stopping rule gives the same trace up to the stop.
 """
 
 from __future__ import annotations
@@ -87,7 +92,8 @@ class _Run:
         self.budget = budget
         self.rng = np.random.default_rng(seed)
         self.codec = SpaceCodec(problem.search_space)
-        self.state = RunState(problem, budget, Archive(self.codec.dim))
+        self.state = RunState(problem, budget, Archive(self.codec.dim), codec=self.codec,
+                              stopping_rng=np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0]))
         self.vectors: list[np.ndarray] = []  # config_id -> vector
         self.progress = progress
         self.stop_reason: str | None = None
@@ -143,6 +149,8 @@ class _Run:
         if self.stop_reason is None:
             for rule in self.opt.stopping:
                 self.stop_reason = rule.check(self.state)
+                if rule.statistic is not None:
+                    self.state.archive.annotate_last("stop_statistic", rule.statistic)
                 if self.stop_reason:
                     break
         return self.stop_reason is not None

@@ -14,7 +14,7 @@ from metaopt.space_codec import SpaceCodec
 
 TRACE_COLUMNS = [
     "eval_id", "config_id", "batch", "stage", "bracket", "fidelity", "loss", "cost",
-    "budget_used", "cost_used", "incumbent_loss", "incumbent_loss_full",
+    "budget_used", "cost_used", "incumbent_loss", "incumbent_loss_full", "stop_statistic",
 ]
 REGRET_COLUMNS = ["normalized_regret", "normalized_regret_full"]
 
@@ -25,6 +25,8 @@ def build_trace(archive: Archive, codec: SpaceCodec, problem: Problem, budget: B
 
     ``incumbent_loss`` is the best loss seen so far at any fidelity (as in the paper);
     ``incumbent_loss_full`` only counts full-fidelity evaluations (NaN until there is one).
+    ``stop_statistic`` is the stopping rule's statistic after the row's batch (NaN if the rule has
+    none or did not compute it, e.g. during its warm-up or after the batch that spent the budget).
     With a ``reference``, ``normalized_regret(_full)`` are the incumbents normalized by it.
     """
     n = len(archive)
@@ -44,6 +46,7 @@ def build_trace(archive: Archive, codec: SpaceCodec, problem: Problem, budget: B
         "cost_used": np.cumsum(archive.cost),
         "incumbent_loss": np.fmin.accumulate(np.where(np.isnan(loss), np.inf, loss)) if n else loss,
         "incumbent_loss_full": (np.fmin.accumulate(np.where(full & ~np.isnan(loss), loss, np.inf)) if n else loss),
+        "stop_statistic": archive.column("stop_statistic"),
     })
     for col in ("incumbent_loss", "incumbent_loss_full"):
         trace[col] = trace[col].replace(np.inf, np.nan)

@@ -100,6 +100,10 @@ PRESETS: dict[str, Preset] = {
                "Falkner et al. 2018; paper 004 Table 1", _bohb),
         Preset("bo_gp_ei", "BO with a GP and expected improvement, full fidelity, one point at a time",
                "paper 004 §3.3.2 (GP-BO)", _bo("gp", rho=0.0)),
+        Preset("bo_autostop", "GP-EI BO that stops itself when the GP bound on the simple regret falls below "
+               "ε = 0.05 × the observed loss range (warm-up 20 evaluations)",
+               "Makarova et al. 2022 (paper 002, Eq. 8)",
+               lambda fidelity: {**_bo("gp", rho=0.0)(fidelity), "stopping": "regret_bound"}),
         Preset("bo_rf_ei", "SMAC-like BO: random forest + EI, 20% random interleave, full fidelity",
                "Hutter et al. 2011 (SMAC); paper 004 §3.3.2", _bo("rf", rho=0.2)),
         Preset("smashy_lcbench_hb", "paper 004 Table 5, γ* lcbench, batch_method HB", "paper 004 Table 5",

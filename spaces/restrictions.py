@@ -77,9 +77,9 @@ def _restrictions() -> dict[str, Restriction]:
         Restriction("rho0", "RQ6", "every point filtered by the surrogate (no random interleave, ρ = 0)",
                     fixed={"filter_rho_0": 0.0, "filter_rho_1": 0.0}),
         Restriction("table4", "RQ1", "the paper's meta-optimization space (Table 4): Smashy's sample-and-filter "
-                    "with a KNN1/KKNN7/TPE/RF surrogate ranking by its mean, equal or HB batches",
+                    "with a KNN1/KKNN7/TPE/RF surrogate ranking by its mean, equal or HB batches, no early stopping",
                     allowed={"fidelity_schedule": ("equal", "hb"), "filter_method": ("tournament", "progressive"),
-                             "surrogate": ("knn1", "kknn7", "tpe", "rf")},
+                             "surrogate": ("knn1", "kknn7", "tpe", "rf"), "stopping": ("budget",)},
                     fixed={"acquisition": "mean"}),
         Restriction("hb_only", "RQ3", "batch_method HB (paper Table 5, top half)", fixed={"fidelity_schedule": "hb"}),
         Restriction("equal_only", "RQ3", "batch_method equal (paper Table 5, bottom half)", fixed=equal),
