@@ -63,7 +63,7 @@ def resolve_optimizers(names: list[str], bench: Benchmark, gamma_star: dict[str,
         if name not in PEERS:
             raise UsageError(f"unknown optimizer {name!r}; known: gamma_star, presets {', '.join(PRESETS)}, "
                              f"peers {', '.join(PEERS)}")
-        status = peer_status(name)
+        status = peer_status()[name]
         entries.append(OptimizerEntry(name, peer=name, skipped=None if status == "available" else status))
     return entries
 
@@ -80,7 +80,7 @@ def evaluate(output: Path, bench: Benchmark, entries: list[OptimizerEntry], inst
     runnable = [e for e in entries if e.skipped is None]
     for e in entries:
         if e.skipped:
-            print(f"  {e.name}: skipped ({e.skipped})")
+            print(f"  {e.name}: {e.skipped}")
     specs = [RunSpec(e.name, bench.name, i, s, budget, references[i], config=e.config, peer=e.peer,
                      yahpo_data=yahpo_data)
              for e in runnable for i in instances for s in seeds]

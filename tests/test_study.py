@@ -91,3 +91,20 @@ def test_parallel_workers_give_the_serial_results(tmp_path):
     for summary in traces:
         twin = parallel / summary.relative_to(serial)
         assert summary.read_text() == twin.read_text()
+
+
+def test_evaluation_runs_peers_and_reports_missing_ones_as_skipped(tmp_path, capsys, monkeypatch):
+    import metaopt.peers
+
+    real = metaopt.peers.peer_status
+    monkeypatch.setattr(metaopt.peers, "peer_status",
+                        lambda: {**real(), "optuna_tpe": "skipped (not installed: pip install .[peers])"})
+    text = STUDY.format(out=tmp_path / "out").replace("optimizers: [rs, hb]", "optimizers: [rs, smac_hb, optuna_tpe]")
+    path = write_study(tmp_path, text.replace("limit: 2", "limit: 1").replace("seeds: 2", "seeds: 1"))
+    assert main(["evaluate", str(path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "optuna_tpe: skipped (not installed" in out
+    results = pd.read_csv(tmp_path / "out" / "eval" / "results.csv")
+    assert set(results["optimizer"]) == {"rs", "smac_hb"}
+    summary = (tmp_path / "out" / "eval" / "runs" / "smac_hb").glob("*/seed-1/summary.json")
+    assert "smac" in next(summary).read_text()
