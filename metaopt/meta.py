@@ -44,6 +44,7 @@ from metaopt.errors import UsageError
 from metaopt.executor import Executor
 from metaopt.references import Reference
 from metaopt.run_io import jsonable
+from metaopt.smac_utils import reproducible_model_and_maximizer
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
 
@@ -205,8 +206,9 @@ def _ask_tell(meta_dir: Path, log_path: Path, meta_seed: int, objective: InnerOb
     from smac import AlgorithmConfigurationFacade
     from smac.runhistory.dataclasses import TrialValue
 
+    model, maximizer = reproducible_model_and_maximizer(AlgorithmConfigurationFacade, scenario)
     smac = AlgorithmConfigurationFacade(
-        scenario, as_target_function(objective),
+        scenario, as_target_function(objective), model=model, acquisition_maximizer=maximizer,
         intensifier=AlgorithmConfigurationFacade.get_intensifier(scenario, max_config_calls=len(scenario.instances)),
         overwrite=True, logging_level=40,
     )

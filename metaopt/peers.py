@@ -55,6 +55,7 @@ from ConfigSpace.hyperparameters import (
 from components.stopping import BUDGET_TOLERANCE
 from metaopt.archive import Archive
 from metaopt.benchmarks.base import Problem
+from metaopt.smac_utils import reproducible_model_and_maximizer
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.loop import ProgressFn, RunResult
@@ -306,37 +307,11 @@ def _run_smac_hpo(state: PeerRun, seed: int) -> None:
                           fidelity="full")
     with tempfile.TemporaryDirectory(prefix="metaopt-peer-smac-") as output:
         scenario = _smac_scenario(state, seed, output, multi_fidelity=False)
-        model = HPO.get_model(scenario)
-        # SMAC's random forest fits and predicts with n_jobs=-1 (threads on every core, summing
-        # tree predictions in whatever order they finish). One thread: runs in a study already
-        # use one process per core, and the sums stay in a fixed order (bit-identical reruns).
-        # get_model does not expose n_jobs; its options dict is private.
-        model._rf_opts["n_jobs"] = 1
-        maximizer = HPO.get_acquisition_maximizer(scenario)
-        _order_local_search_starts(maximizer)
+        model, maximizer = reproducible_model_and_maximizer(HPO, scenario)
         smac = HPO(scenario, None, model=model, acquisition_maximizer=maximizer,
                    initial_design=HPO.get_initial_design(scenario, n_configs=n_init),
                    overwrite=True, logging_level=SMAC_LOGGING_LEVEL)
         _smac_loop(state, smac, lambda info: (0, 0))
-
-
-def _order_local_search_starts(maximizer: Any) -> None:
-    """Make SMAC's local search start from its points in an order that does not depend on hashing.
-
-    SMAC's LocalSearch dedups its start points through a ``set`` of Configurations, whose hash is
-    the hash of a string: their order (and so the whole run) changed with PYTHONHASHSEED, i.e.
-    from one process to the next. We sort them by their vector instead (private attributes;
-    left alone if SMAC's internals change).
-    """
-    local = getattr(maximizer, "_local_search", None)
-    original = getattr(local, "_get_init_points_from_previous_configs", None)
-    if original is None:
-        return
-
-    def ordered(*args: Any, **kwargs: Any) -> list:
-        return sorted(original(*args, **kwargs), key=lambda c: tuple(np.nan_to_num(c.get_array(), nan=-1.0)))
-
-    local._get_init_points_from_previous_configs = ordered
 
 
 def _run_smac_hb(state: PeerRun, seed: int) -> None:

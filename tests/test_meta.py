@@ -61,10 +61,13 @@ def test_optimize_writes_archive_and_gamma_star_and_replays_identically(tmp_path
 
 
 def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
+    """Three processes with different hash seeds: uninterrupted, killed with -9, resumed."""
     reference = write(tmp_path, "uninterrupted", trials=14)
-    assert main(["optimize", str(reference), "--quiet"]) == 0
+    cmd = [sys.executable, "-m", "metaopt", "optimize"]
+    env = lambda hashseed: {**os.environ, "PYTHONHASHSEED": hashseed}  # noqa: E731
+    subprocess.run(cmd + [str(reference), "--quiet"], env=env("1"), check=True, capture_output=True)
     killed = write(tmp_path, "killed", trials=14)
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt", "optimize", str(killed), "--quiet"],
+    proc = subprocess.Popen(cmd + [str(killed), "--quiet"], env=env("2"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     runs = tmp_path / "killed" / "meta" / "runs"
     deadline = time.time() + 600
