@@ -103,6 +103,26 @@ class Benchmark(ABC):
     def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
         """Evaluate ``configs`` (searched hyperparameters only; inactive ones absent) at ``fidelities``."""
 
+    def _check_fidelities(self, fidelities: Sequence[float], n: int) -> np.ndarray:
+        """``n`` fidelities as an array; non-numbers, a wrong count or values off the range fail."""
+        try:
+            r = np.array(fidelities, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            raise UsageError(f"{self.name}: fidelities must be numbers") from None
+        if len(r) != n:
+            raise UsageError(f"{self.name}: got {n} configurations but {len(r)} fidelities")
+        fid = self.fidelity
+        ok = (r >= fid.r_min) & (r <= fid.r_max)
+        if fid.is_int:
+            ok &= r == np.round(r)
+        if not ok.all():
+            kind = "an integer" if fid.is_int else "a number"
+            raise UsageError(
+                f"{self.name}: fidelity {fid.name}={r[int(np.argmin(ok))]:g} is not allowed; "
+                f"it must be {kind} in [{fid.r_min:g}, {fid.r_max:g}]"
+            )
+        return r
+
     def evaluate_raw(self, instance: str, configs: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
         """Evaluate configurations that carry their fidelity value; return every target per config.
 

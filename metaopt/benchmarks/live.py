@@ -303,19 +303,6 @@ class LiveBenchmark(Benchmark):
             out[p.name] = int(round(v)) if p.integer else float(v)
         return out
 
-    def _check_fidelities(self, fidelities: Sequence[float], n: int) -> np.ndarray:
-        try:
-            r = np.array(fidelities, dtype=float).reshape(-1)
-        except (TypeError, ValueError):
-            raise UsageError(f"{self.name}: fidelities must be numbers") from None
-        if len(r) != n:
-            raise UsageError(f"{self.name}: got {n} configurations but {len(r)} fidelities")
-        ok = (r >= self.fidelity.r_min) & (r <= self.fidelity.r_max)
-        if not ok.all():
-            raise UsageError(f"{self.name}: fidelity {self.fidelity.name}={r[int(np.argmin(ok))]:g} is not allowed; "
-                             f"it must be a number in [{self.fidelity.r_min:g}, {self.fidelity.r_max:g}]")
-        return r
-
     def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
         """Fit each configuration on its training subset; validation error and measured fit time.
 

@@ -499,25 +499,6 @@ class SyntheticBenchmark(Benchmark):
             value[p.name] = v
         return _batch(self._fam, branch, value)
 
-    def _check_fidelities(self, fidelities: Sequence[float], n: int) -> np.ndarray:
-        try:
-            r = np.array(fidelities, dtype=float).reshape(-1)
-        except (TypeError, ValueError):
-            raise UsageError(f"{self.name}: fidelities must be numbers") from None
-        if len(r) != n:
-            raise UsageError(f"{self.name}: got {n} configurations but {len(r)} fidelities")
-        fid = self.fidelity
-        ok = (r >= fid.r_min) & (r <= fid.r_max)
-        if fid.is_int:
-            ok &= r == np.round(r)
-        if not ok.all():
-            kind = "an integer" if fid.is_int else "a number"
-            raise UsageError(
-                f"{self.name}: fidelity {fid.name}={r[int(np.argmin(ok))]:g} is not allowed; "
-                f"it must be {kind} in [{fid.r_min:g}, {fid.r_max:g}]"
-            )
-        return r
-
     def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
         """Loss and simulated runtime of ``configs`` at ``fidelities`` (vectorized over the batch)."""
         inst = _instance(self.family, self._index(instance))
