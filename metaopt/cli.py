@@ -145,7 +145,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     name, config = _resolve_optimizer(args, problem.fidelity)
     budget = Budget.parse(args.budget, problem.d)
     reference = get_reference(bench, problem.instance)
-    with tqdm(total=1.0, desc=f"{name} on {problem}", unit="budget", disable=args.quiet,
+    with tqdm(total=1.0, desc=f"{name} on {problem}", unit="budget", disable=True if args.quiet else None,
               bar_format="{l_bar}{bar}| {n:.0%} [{elapsed}<{remaining}]") as bar:
         def progress(t: float) -> None:
             bar.n = t

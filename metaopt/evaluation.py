@@ -90,7 +90,8 @@ def evaluate(output: Path, bench: Benchmark, entries: list[OptimizerEntry], inst
     started = time.perf_counter()
     failures = 0
     outcomes = executor.map_unordered((execute, (spec,)) for spec in todo)
-    for _, outcome in tqdm(outcomes, total=len(todo), desc="evaluation runs", unit="run", disable=quiet):
+    bar = dict(total=len(todo), desc="evaluation runs", unit="run", disable=True if quiet else None)
+    for _, outcome in tqdm(outcomes, **bar):
         folder = run_dir(output, outcome.spec.optimizer, outcome.spec.instance, outcome.spec.seed)
         if outcome.ok:
             write_run(folder, outcome.result)

@@ -213,7 +213,7 @@ def _ask_tell(meta_dir: Path, log_path: Path, meta_seed: int, objective: InnerOb
         overwrite=True, logging_level=40,
     )
     rows: list[dict[str, Any]] = []
-    bar = tqdm(total=trials, desc=f"meta-seed {meta_seed}: SMAC trials", unit="trial", disable=quiet)
+    bar = tqdm(total=trials, desc=f"meta-seed {meta_seed}: SMAC trials", unit="trial", disable=True if quiet else None)
 
     def tell(info, record: dict[str, Any]) -> None:
         cached = record.pop("cached", False)

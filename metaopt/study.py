@@ -174,7 +174,8 @@ class StudyContext:
 
         from metaopt.references import get_reference
 
-        return {i: get_reference(self.bench, i) for i in tqdm(instances, desc="regret references", disable=quiet)}
+        bar = tqdm(instances, desc="regret references", disable=True if quiet else None)
+        return {i: get_reference(self.bench, i) for i in bar}
 
     @property
     def gamma_star_path(self) -> Path:
