@@ -52,7 +52,7 @@ class DaskExecutor(Executor):
         else:
             # One single-threaded process per worker; linear algebra pinned to one thread per process.
             self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                         dashboard_address=None, host="127.0.0.1",
+                                         dashboard_address=":0", host="127.0.0.1",
                                          env={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                                               "MKL_NUM_THREADS": "1"})
             self.dask_client = Client(self._cluster)
