@@ -20,8 +20,13 @@ def plot_anytime(curves: pd.DataFrame, path: Path, title: str, caption: str) -> 
     """
     per_instance = curves.groupby(["optimizer", "instance", "budget"], as_index=False)["regret"].mean()
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    sns.lineplot(data=per_instance, x="budget", y="regret", hue="optimizer", errorbar="se", ax=ax)
+    names = sorted(per_instance["optimizer"].unique())
+    # seaborn's default palette repeats after 10 colours; tab20 keeps up to 20 optimizers apart
+    palette = dict(zip(names, sns.color_palette("tab10" if len(names) <= 10 else "tab20", len(names))))
+    fig, ax = plt.subplots(figsize=(9.5, 5.0))
+    sns.lineplot(data=per_instance, x="budget", y="regret", hue="optimizer", hue_order=names, palette=palette,
+                 errorbar="se", ax=ax)
+    ax.legend(title="optimizer", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.set_xscale("log")
     ax.set_xlabel("budget spent (full-evaluation equivalents)")
     ax.set_ylabel("mean normalized regret")
