@@ -14,6 +14,10 @@ how many of them are survivors of the previous stage (``n_survivors``); the rest
 - ``sh``: successive halving — bracket 1 of ``hb`` repeated.
 - ``hb``: brackets b = 1..s in turn; bracket b starts at stage b with μ(b) points and keeps
   ``n_j = max(round(m·f^(j-b)), 1)`` alive at stage j.
+- ``cahb``: cost-aware Hyperband (paper 001 Alg. 2), the ``hb`` brackets filled by cost (below).
+
+Only ``equal`` refills a stage with new configurations (``BracketPlan.refill``); in the other
+schedules new configurations enter at a bracket's first stage only, and later stages hold survivors.
 
 Bracket sizes (``hb``): μ(1) = μ; for b ≥ 2, μ(b) is the integer m in [1, ceil(μ·s/(s−b+1))]
 whose bracket cost Σ_j n_j·r_j/r_max is closest to bracket 1's (ties go to the smaller m). This is
@@ -25,6 +29,24 @@ it gives 27/9/3/1, 13/4/1, 6/2, 4 where plain Hyperband gives 27/9/3/1, 12/4/1, 
 A stage at which nobody would be discarded (n_{j+1} = n_j) is skipped: its evaluations could not
 change anything, so those configurations start at the next stage instead. The same rule makes
 ``equal`` single-fidelity when ``round(μ·f) >= μ``.
+
+CAHB (paper 001 Alg. 2) maps onto these brackets as follows. Its band k = 0..S−1 (S = ⌈log_η R⌉ + 1
+bands, our s stages) is bracket b = k + 1: it starts at resource r_b and runs CASH (Alg. 1, the
+``cost_aware`` promotion rule) over the stages b..s. Every band gets the same budget B/S, split
+equally over its S − k rungs, and the band's configurations are drawn until their summed cost C
+fills its first rung, r_b·C ≤ B/(S(S − k)) (line 4, resources in units of r_1).
+Hyperband's budget-matched bracket sizes μ(b) express the same split in counts, so the cost budget
+of bracket b's first stage is the cost of μ(b) configurations of average cost at r_b. The loop fills
+it (``BracketPlan.resize`` is set) by :func:`fill_by_cost`: it draws new configurations in chunks of
+μ(b) and keeps the longest prefix of the draws whose estimated costs at r_b sum to at most that
+budget (at least one, at most ``MAX_FILL``·μ(b) configurations). Costs are estimated
+by the run's cost model fitted on the archive; "average cost" is the model's mean prediction at r_b
+over the configurations evaluated so far (the generator's past draws), on the same scale as the
+estimates of the new draws. The first bracket of a run, before any cost is known, has μ(1)
+configurations (the count rule); so does every bracket while the cost model cannot tell
+configurations apart. The bracket's stages are then those of an ``hb`` bracket with the number of
+configurations actually drawn (``resize``), so the count rule of ``top`` and the skipping of stages
+without discards apply to the real size.
 """
 
 from __future__ import annotations
@@ -32,8 +54,10 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Iterator
+from functools import partial
+from typing import Callable, Iterator
 
+import numpy as np
 from ConfigSpace import Float
 
 from metaopt.benchmarks.base import Fidelity
@@ -46,10 +70,19 @@ LOG_ETA_FID = Float("log_eta_fid", (math.log(2) / 4, math.log(16)), default=math
 SURVIVAL_FRACTION = Float("survival_fraction", (0.0, 1.0), default=1 / 3)
 MULTI_FIDELITY_HPS = (LOG_ETA_FID, SURVIVAL_FRACTION)
 
+COST_TOLERANCE = 1e-9
+"""Relative slack of cost comparisons, so that rounding in sums of equal costs never drops a configuration."""
+MAX_FILL = 4
+"""A CAHB bracket holds at most MAX_FILL·μ(b) configurations, however cheap the draws are estimated to be."""
+
 
 @dataclass(frozen=True)
 class Stage:
-    """One step of a bracket: ``n_total`` configurations at stage ``stage`` (fidelity ``fidelity``)."""
+    """One step of a bracket: ``n_total`` configurations at stage ``stage`` (fidelity ``fidelity``).
+
+    ``n_survivors`` of them are survivors of the previous stage by the count rule (the ``n_keep`` of
+    the ``top`` promotion rule); a cost-aware promotion rule decides the number itself.
+    """
 
     stage: int
     fidelity: float
@@ -59,8 +92,17 @@ class Stage:
 
 @dataclass(frozen=True)
 class BracketPlan:
+    """The stages of one bracket.
+
+    ``refill``: every stage is topped up to ``n_total`` with new configurations (``equal``);
+    otherwise only the first stage gets new ones. ``resize`` (CAHB) marks a bracket whose first
+    stage is filled by cost: it gives the plan for the number of configurations actually drawn.
+    """
+
     bracket: int
     stages: tuple[Stage, ...]
+    refill: bool = False
+    resize: Callable[[int], BracketPlan] | None = None
 
 
 def n_stages(fidelity: Fidelity, eta_fid: float) -> int:
@@ -104,6 +146,30 @@ def hyperband_bracket_sizes(mu: int, s: int, eta_fid: float, survival_fraction: 
         sizes.append(min(range(1, upper + 1),
                          key=lambda m: (abs(bracket_cost(m, b, s, eta_fid, survival_fraction) - target), m)))
     return sizes
+
+
+def cost_prefix(costs: np.ndarray, bound: float) -> int:
+    """Length of the longest prefix of ``costs`` (non-negative) whose sum is at most ``bound``."""
+    limit = bound + COST_TOLERANCE * abs(bound)
+    return int(np.searchsorted(np.cumsum(costs), limit, side="right"))
+
+
+def fill_by_cost(draw: Callable[[int], np.ndarray], cost: Callable[[np.ndarray], np.ndarray], m: int,
+                 budget: float) -> np.ndarray:
+    """CAHB's first stage (paper 001 Alg. 2 line 4): draw configurations until their costs fill ``budget``.
+
+    ``draw(n)`` gives n new configuration vectors, ``cost(X)`` their estimated costs. Draws come in
+    chunks of ``m`` while their summed cost is below ``budget``; the result is the longest prefix of
+    all draws whose costs sum to at most ``budget``, but at least one and at most ``MAX_FILL``·m
+    configurations. When every draw costs budget/m, that is one chunk of m: the count rule.
+    """
+    X = draw(m)
+    costs = cost(X)
+    while costs.sum() < budget * (1 - COST_TOLERANCE) and len(X) < MAX_FILL * m:
+        chunk = draw(m)
+        X = np.concatenate([X, chunk])
+        costs = np.concatenate([costs, cost(chunk)])
+    return X[: max(cost_prefix(costs, budget), 1)]
 
 
 def shrinking_plan(bracket: int, m: int, s: int, fidelity: Fidelity, eta_fid: float, f: float) -> BracketPlan:
@@ -152,12 +218,12 @@ class EqualBatches(_MultiFidelity):
         s = self.stages(fidelity)
         keep = min(max(round(mu * self.survival_fraction), 1), mu)
         if keep >= mu:  # nobody is ever discarded: only the last stage matters
-            plan = BracketPlan(1, (Stage(s, fidelity.r_max, mu, 0),))
+            plan = BracketPlan(1, (Stage(s, fidelity.r_max, mu, 0),), refill=True)
         else:
             plan = BracketPlan(1, tuple(
                 Stage(j, stage_fidelity(fidelity, j, s, self.eta_fid), mu, 0 if j == 1 else keep)
                 for j in range(1, s + 1)
-            ))
+            ), refill=True)
         while True:
             yield plan
 
@@ -179,5 +245,18 @@ class HyperbandBatches(_MultiFidelity):
         s = self.stages(fidelity)
         plans = [shrinking_plan(b, m, s, fidelity, self.eta_fid, self.survival_fraction)
                  for b, m in enumerate(self.bracket_sizes(fidelity, mu), start=1)]
+        while True:
+            yield from plans
+
+
+@register("fidelity_schedules", "cahb", MULTI_FIDELITY_HPS,
+          "cost-aware Hyperband (paper 001 Alg. 2): hb brackets filled by estimated cost, not count")
+class CostAwareHyperband(HyperbandBatches):
+    def brackets(self, fidelity: Fidelity, mu: int) -> Iterator[BracketPlan]:
+        s = self.stages(fidelity)
+        plans = []
+        for b, m in enumerate(self.bracket_sizes(fidelity, mu), start=1):
+            resize = partial(shrinking_plan, b, s=s, fidelity=fidelity, eta_fid=self.eta_fid, f=self.survival_fraction)
+            plans.append(BracketPlan(b, resize(m).stages, resize=resize))
         while True:
             yield from plans

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 from ConfigSpace import Categorical, Float, Integer
 
-from components.acquisition import Acquisition
+from components.acquisition import Acquisition, _uncertain, expected_improvement
+from components.cost_models import CostModel
+from components.cost_penalties import CostPenalty, NoPenalty
 from components.samplers import Sampler
 from components.surrogates import Surrogate
 from metaopt.context import ProposalContext
@@ -64,11 +66,18 @@ def geometric_sizes(first: float, last: float, count: int) -> np.ndarray:
 
 @dataclass
 class Scorer:
-    """A surrogate plus an acquisition, fitted on the archive: scores candidates (lower is better)."""
+    """A surrogate plus an acquisition, fitted on the archive: scores candidates (lower is better).
+
+    With a cost penalty other than ``none`` (acquisition EI), the cost model is fitted on the
+    archive's costs too, predicts the candidates' costs at the fidelity the surrogate predicts at,
+    and the penalty turns (EI, cost, t) into the scores (:mod:`components.cost_penalties`).
+    """
 
     surrogate: Surrogate
     acquisition: Acquisition
     predict_at_max_fidelity: bool
+    cost_penalty: CostPenalty | NoPenalty | None = None
+    cost_model: CostModel | None = None
 
     def fit_and_score(self, ctx: ProposalContext, candidates: np.ndarray) -> np.ndarray:
         archive = ctx.archive
@@ -81,8 +90,14 @@ class Scorer:
         r = float(np.nanmax(fid)) if self.predict_at_max_fidelity else float(ctx.fidelity)
         at_r = np.isclose(fid, r) & ~np.isnan(loss)
         y_best = float(np.min(loss[at_r])) if at_r.any() else float(np.nanmin(loss))
-        mean, std = self.surrogate.predict(encoder.encode(candidates, np.full(len(candidates), r)))
-        return self.acquisition.score(mean, std, y_best)
+        features = encoder.encode(candidates, np.full(len(candidates), r))
+        mean, std = self.surrogate.predict(features)
+        scores = self.acquisition.score(mean, std, y_best)
+        if self.cost_penalty is None or not self.cost_penalty.uses_cost:
+            return scores
+        ei = expected_improvement(mean, std, y_best) if _uncertain(std, y_best) else np.zeros(len(mean))
+        self.cost_model.fit(encoder.encode(archive.X, fid), archive.cost, ctx.rng)
+        return self.cost_penalty.score(ei, self.cost_model.predict(features), ctx.t, fallback=scores)
 
 
 class Filter(ABC):

@@ -9,6 +9,14 @@ exceeds its budget: of a batch, only the prefix that fits into what is left is e
 cost budget, the evaluations that would finish after the budget ran out are discarded unseen).
 Within a batch, survivors come first (best first), then new configurations.
 
+Stage sizes are decided as the run goes: a bracket's first stage has the plan's ``n_total`` new
+configurations, or, for a bracket filled by cost (CAHB, ``BracketPlan.resize``), as many as the
+fill rule of :mod:`components.fidelity_schedules` draws. The promotion rule chooses the survivors of
+each later stage (``top``: the plan's count; ``cost_aware``: by cost, :mod:`components.promotion`).
+Survivors are topped up with new configurations only in ``equal`` brackets (``refill``); elsewhere a
+stage holds survivors only, and a lone survivor, which no later stage could discard, goes straight
+to the bracket's last stage. Whatever the sizes, the budget accounting above applies to each batch.
+
 Stopping rules are checked after every batch; the one that stops the run names the stop reason,
 and its statistic after each batch goes into the trace (``stop_statistic``). Rules draw from their
 own generator (spawned from ``seed``), so a rule never changes what the run proposes: the same γ
@@ -18,21 +26,24 @@ with and without a stopping rule gives the same trace up to the stop.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
-from components.filters import Filter, NoFilter, Scorer
-from components.fidelity_schedules import BracketPlan, FidelitySchedule
-from components.promotion import PromotionRule
-from components.samplers import Sampler
+from components.cost_models import CostModel, loglinear
+from components.filters import Scorer
+from components.fidelity_schedules import BracketPlan, FidelitySchedule, Stage, fill_by_cost
+from components.promotion import PromotionRule, Rung
+from components.proposals import Proposal, SampleAndFilter
 from components.stopping import BUDGET_TOLERANCE, BudgetRule, StoppingRule
 from metaopt.archive import Archive
 from metaopt.benchmarks.base import Problem
 from metaopt.budget import Budget
 from metaopt.context import ProposalContext, RunState
+from metaopt.references import resolve_budget
+from metaopt.features import FeatureEncoder
 from metaopt.registry import select
 from metaopt.space_codec import SpaceCodec
 from metaopt.trace import build_trace, summarize
@@ -55,9 +66,8 @@ class Optimizer:
 
     config: dict[str, Any]
     schedule: FidelitySchedule
-    sampler: Sampler
-    filter: Filter
-    scorer: Scorer | None
+    proposal: Proposal
+    cost_model: CostModel
     promotion: PromotionRule | None
     stopping: list[StoppingRule]
 
@@ -66,16 +76,21 @@ class Optimizer:
         gamma = validate(config)
         chosen = select(gamma)
         built = {cat: chosen.build(cat, gamma) for cat in chosen.components}
-        proposal_filter = built.get("filters", NoFilter())
-        scorer = None
-        if "surrogates" in built:
-            scorer = Scorer(built["surrogates"], built["acquisitions"], proposal_filter.predict_at_max_fidelity)
+        penalty_cost_model = built.get("cost_models")
+        proposal = built["proposals"]
+        if isinstance(proposal, SampleAndFilter):
+            proposal_filter = built["filters"]
+            scorer = None
+            if "surrogates" in built:
+                scorer = Scorer(built["surrogates"], built["acquisitions"], proposal_filter.predict_at_max_fidelity,
+                                cost_penalty=built.get("cost_penalties"), cost_model=penalty_cost_model)
+            proposal = replace(proposal, sampler=built["samplers"], filter=proposal_filter, scorer=scorer)
         return cls(
             config=gamma,
             schedule=built["fidelity_schedules"],
-            sampler=built["samplers"],
-            filter=proposal_filter,
-            scorer=scorer,
+            proposal=proposal,
+            # Cost-aware promotion and CAHB use the penalty's cost model when there is one, else log-linear.
+            cost_model=penalty_cost_model or loglinear(),
             promotion=built.get("promotion_rules"),
             stopping=[BudgetRule()] + ([] if isinstance(built["stopping_rules"], BudgetRule)
                                        else [built["stopping_rules"]]),
@@ -92,6 +107,7 @@ class _Run:
         self.budget = budget
         self.rng = np.random.default_rng(seed)
         self.codec = SpaceCodec(problem.search_space)
+        self.encoder = FeatureEncoder(self.codec, problem.fidelity)
         self.state = RunState(problem, budget, Archive(self.codec.dim), codec=self.codec,
                               stopping_rng=np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0]))
         self.vectors: list[np.ndarray] = []  # config_id -> vector
@@ -99,20 +115,65 @@ class _Run:
         self.stop_reason: str | None = None
 
     # -- proposal ---------------------------------------------------------------------------
-    def _propose(self, n: int, fidelity: float) -> np.ndarray:
-        """IDs of ``n`` new configurations proposed by the sampler (through the filter, if any)."""
-        if n <= 0:
-            return np.empty(0, dtype=int)
+    def _draw(self, n: int, fidelity: float) -> np.ndarray:
+        """``n`` new configuration vectors from the proposal strategy (through the filter, if any)."""
         ctx = ProposalContext(self.state, self.codec, self.rng, fidelity)
-        X = self.opt.filter.propose(n, ctx, self.opt.sampler, self.opt.scorer)
-        X = np.asarray(X, dtype=float).reshape(n, self.codec.dim)
+        return np.asarray(self.opt.proposal.propose(n, ctx), dtype=float).reshape(n, self.codec.dim)
+
+    def _add(self, X: np.ndarray) -> np.ndarray:
+        """Give the vectors ``X`` configuration IDs; return them."""
         first = len(self.vectors)
         self.vectors.extend(X)
-        return np.arange(first, first + n)
+        return np.arange(first, first + len(X))
+
+    def _propose(self, n: int, fidelity: float) -> np.ndarray:
+        """IDs of ``n`` new configurations."""
+        if n <= 0:
+            return np.empty(0, dtype=int)
+        return self._add(self._draw(n, fidelity))
+
+    def _fill_by_cost(self, m: int, fidelity: float) -> np.ndarray:
+        """IDs of new configurations whose estimated cost at ``fidelity`` fills that of ``m`` of average cost.
+
+        CAHB's first stage (:func:`components.fidelity_schedules.fill_by_cost`); the average is the cost
+        model's mean prediction over the configurations evaluated so far.
+        """
+        if len(self.state.archive) == 0:  # no cost observed yet: the count rule
+            return self._propose(m, fidelity)
+        model = self._fitted_cost_model()
+
+        def estimate(X: np.ndarray) -> np.ndarray:
+            return model.predict(self.encoder.encode(X, fidelity))
+
+        _, first = np.unique(self.state.archive.column("config_id"), return_index=True)
+        budget = m * float(np.mean(estimate(self.state.archive.X[first])))
+        return self._add(fill_by_cost(lambda n: self._draw(n, fidelity), estimate, m, budget))
+
+    def _fitted_cost_model(self) -> CostModel:
+        """The run's cost model, fitted on every evaluation so far."""
+        model = self.opt.cost_model
+        archive = self.state.archive
+        return model.fit(self.encoder.encode(archive.X, archive.fidelity), archive.cost, self.rng)
+
+    # -- promotion --------------------------------------------------------------------------
+    def _promote(self, ids: np.ndarray, losses: np.ndarray, costs: np.ndarray, stage: Stage,
+                 next_stage: Stage) -> np.ndarray:
+        """IDs of the survivors of ``stage`` (evaluated: ``ids``, ``losses``, ``costs``), best first."""
+        def next_costs() -> np.ndarray:
+            # observed cost, scaled to the next fidelity by the cost model: c(r') = c(r)·m(x, r')/m(x, r)
+            model = self._fitted_cost_model()
+            X = np.stack([self.vectors[i] for i in ids])
+            ratio = model.predict(self.encoder.encode(X, next_stage.fidelity)) / model.predict(
+                self.encoder.encode(X, stage.fidelity))
+            return costs * ratio
+
+        rung = Rung(losses, next_stage.n_survivors, float(self.opt.config["survival_fraction"]), next_costs)
+        return ids[self.opt.promotion.select(rung)]
 
     # -- evaluation -------------------------------------------------------------------------
-    def _evaluate(self, ids: np.ndarray, fidelity: float, plan: BracketPlan, stage: int) -> tuple[np.ndarray, np.ndarray]:
-        """Evaluate the budget-fitting prefix of ``ids`` at ``fidelity``; return (ids evaluated, losses)."""
+    def _evaluate(self, ids: np.ndarray, fidelity: float, plan: BracketPlan,
+                  stage: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Evaluate the budget-fitting prefix of ``ids`` at ``fidelity``; return (ids evaluated, losses, costs)."""
         r_max = self.problem.fidelity.r_max
         step = fidelity / r_max
         if self.budget.unit == "full_evals":
@@ -121,7 +182,7 @@ class _Run:
             ids = ids[: max(min(fits, len(ids)), 0)]
         if len(ids) == 0:
             self.stop_reason = "budget"
-            return ids, np.empty(0)
+            return ids, np.empty(0), np.empty(0)
         X = np.stack([self.vectors[i] for i in ids])
         result = self.problem.evaluate(self.codec.to_dicts(X), np.full(len(ids), fidelity))
         loss, cost = np.asarray(result.loss, dtype=float), np.asarray(result.cost, dtype=float)
@@ -132,7 +193,7 @@ class _Run:
                 self.stop_reason = "budget"
             ids, X, loss, cost = ids[:keep], X[:keep], loss[:keep], cost[:keep]
             if keep == 0:
-                return ids, loss
+                return ids, loss, cost
         n = len(ids)
         self.state.archive.add(
             X, config_id=ids, batch=np.full(n, self.state.n_batches), stage=np.full(n, stage),
@@ -143,7 +204,7 @@ class _Run:
         self.state.n_batches += 1
         if self.progress is not None:
             self.progress(min(self.state.t, 1.0))
-        return ids, loss
+        return ids, loss, cost
 
     def _should_stop(self) -> bool:
         if self.stop_reason is None:
@@ -159,19 +220,27 @@ class _Run:
     def execute(self) -> None:
         mu = int(self.opt.config["mu"])
         for plan in self.opt.schedule.brackets(self.problem.fidelity, mu):
-            batch_ids = np.empty(0, dtype=int)
-            batch_losses = np.empty(0)
-            for stage in plan.stages:
-                if stage.n_survivors > 0:
-                    survivors = self.opt.promotion.select(batch_losses, np.zeros(len(batch_losses)),
-                                                          stage.n_survivors)
-                    kept = batch_ids[survivors]
-                else:
-                    kept = np.empty(0, dtype=int)
-                new = self._propose(stage.n_total - len(kept), stage.fidelity)
-                batch_ids, batch_losses = self._evaluate(np.concatenate([kept, new]), stage.fidelity, plan, stage.stage)
+            first = plan.stages[0]
+            if plan.resize is None:
+                ids = self._propose(first.n_total, first.fidelity)
+            else:
+                ids = self._fill_by_cost(first.n_total, first.fidelity)
+                plan = plan.resize(len(ids))
+            j = 0
+            while True:
+                stage = plan.stages[j]
+                ids, losses, costs = self._evaluate(ids, stage.fidelity, plan, stage.stage)
                 if self._should_stop():
                     return
+                if j == len(plan.stages) - 1:
+                    break
+                j += 1
+                following = plan.stages[j]
+                ids = self._promote(ids, losses, costs, stage, following)
+                if plan.refill:
+                    ids = np.concatenate([ids, self._propose(following.n_total - len(ids), following.fidelity)])
+                elif len(ids) == 1:  # nobody left to discard: straight to the last stage
+                    j = len(plan.stages) - 1
 
 
 def run(config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget | str,
@@ -181,7 +250,7 @@ def run(config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget |
     ``budget`` is a :class:`Budget` or a spec such as ``"30d"``. ``reference`` (a
     :class:`metaopt.references.Reference`) adds normalized regret to the trace and summary.
     """
-    budget = Budget.parse(budget, problem.d)
+    budget = resolve_budget(Budget.parse(budget, problem.d), problem)
     optimizer = Optimizer.from_config(config)
     started = time.perf_counter()
     state = _Run(optimizer, problem, int(seed), budget, progress)

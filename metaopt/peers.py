@@ -200,7 +200,9 @@ def run_peer(name: str, problem: Problem, seed: int, budget: Budget | str, refer
     """
     peer = get_peer(name)
     library = peer.library()
-    budget = Budget.parse(budget, problem.d)
+    from metaopt.references import resolve_budget
+
+    budget = resolve_budget(Budget.parse(budget, problem.d), problem)
     state = PeerRun(problem, budget, progress)
     started = time.perf_counter()
     peer.runner(state, int(seed))
@@ -441,7 +443,7 @@ def _run_flaml_cfo(state: PeerRun, seed: int) -> None:
     # The low-cost start: cheap ends of unconditional numeric hyperparameters (a conditional one
     # would have to sit inside FLAML's nested choice; it starts where FLAML puts it).
     low_cost = {name: (space[name].lower if end == "lower" else space[name].upper)
-                for name, end in bench.cheap_end.items()
+                for name, end in state.problem.cheap_end.items()
                 if name not in conditions and isinstance(space[name], (UniformFloatHyperparameter,
                                                                        UniformIntegerHyperparameter))}
     # flaml's package logger is set to INFO on import: keep it to warnings (process-wide setting).

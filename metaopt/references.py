@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from metaopt.benchmarks.base import Benchmark
+from metaopt.benchmarks.base import Benchmark, Problem
+from metaopt.budget import Budget
 from metaopt.space_codec import SpaceCodec
 from metaopt.store_utils import atomic_write_text
 
@@ -128,3 +129,35 @@ def get_reference(benchmark: Benchmark, instance: str) -> Reference:
     ref = compute_reference(benchmark, str(instance))
     atomic_write_text(path, json.dumps(asdict(ref), indent=1))
     return ref
+
+
+TYPICAL_COST_SAMPLES = 1000
+"""Random full-fidelity configurations behind an instance's typical evaluation cost."""
+
+
+def typical_cost(benchmark: Benchmark, instance: str) -> float:
+    """Median cost of fixed-seed random full-fidelity evaluations of the instance (cached on disk).
+
+    The yardstick of typical-cost budgets (``30dc``): comparisons under equal cost across instances
+    whose costs differ by orders of magnitude. Live benchmarks use their (small) ``reference_samples``.
+    """
+    path = _cache_path(benchmark, str(instance)).with_suffix(".typical_cost.json")
+    if path.exists():
+        try:
+            return float(json.loads(path.read_text())["typical_cost"])
+        except (ValueError, KeyError, TypeError):
+            pass  # a corrupt cache file is recomputed and replaced
+    n = min(TYPICAL_COST_SAMPLES, benchmark.reference_samples)
+    codec = SpaceCodec(benchmark.search_space)
+    X = codec.sample_uniform(n, np.random.default_rng([SAMPLE_SEED, n, 1]))
+    cost = benchmark.evaluate(str(instance), codec.to_dicts(X), np.full(n, benchmark.fidelity.r_max)).cost
+    value = float(np.median(np.asarray(cost, dtype=float)))
+    atomic_write_text(path, json.dumps({"typical_cost": value, "samples": n}, indent=1))
+    return value
+
+
+def resolve_budget(budget: Budget, problem: Problem) -> Budget:
+    """The budget of a run on ``problem``: typical-cost budgets become cost budgets of that instance."""
+    if budget.unit != "typical_cost":
+        return budget
+    return budget.in_cost_units(typical_cost(problem.benchmark, problem.instance))

@@ -27,6 +27,9 @@ class Category:
 
     ``active_when`` makes the whole category conditional: its selector exists only when another
     selector takes one of the given values (e.g. promotion rules only with multi-fidelity schedules).
+    One parent only: ConfigSpace 1.2 samples OR-conditions whose parents sit at different depths
+    wrongly (it decides them at the shallowest parent; automl/ConfigSpace#430), so the design space
+    has none.
     """
 
     name: str
@@ -58,20 +61,32 @@ class Component:
 
 # The categories of the project card, in the order the design space and `metaopt components` show
 # them. Later components extend the categories' component lists, not this table.
+SURROGATE_FILTERS = ("tournament", "progressive")
+MULTI_FIDELITY = ("equal", "sh", "hb", "cahb")
+PENALIZED = ("eipu", "ei_alpha", "ei_cool", "cei")
+
 CATEGORIES: dict[str, Category] = {
     c.name: c
     for c in [
         Category("fidelity_schedules", "fidelity_schedule",
-                 "how batches move through fidelity stages (Smashy Alg. 2: equal / SH / HB batches)", "single"),
-        Category("samplers", "sampler", "the generating distribution new configurations are drawn from", "uniform"),
+                 "how batches move through fidelity stages (Smashy Alg. 2: equal / SH / HB batches; CAHB)", "single"),
+        Category("proposals", "proposal",
+                 "how new configurations are proposed: sample-and-filter (Smashy) or CFO local search", "sample_filter"),
+        Category("samplers", "sampler", "the generating distribution new configurations are drawn from", "uniform",
+                 active_when=("proposal", ("sample_filter",))),
         Category("filters", "filter_method", "how sampled candidates are filtered by a surrogate (Smashy Alg. 3/4)",
-                 "none"),
+                 "none", active_when=("proposal", ("sample_filter",))),
         Category("surrogates", "surrogate", "the model that predicts losses of candidates (fidelity is a feature)",
-                 "knn1", active_when=("filter_method", ("tournament", "progressive"))),
+                 "knn1", active_when=("filter_method", SURROGATE_FILTERS)),
         Category("acquisitions", "acquisition", "what the filter ranks candidates by, computed from the surrogate",
-                 "mean", active_when=("filter_method", ("tournament", "progressive"))),
+                 "mean", active_when=("filter_method", SURROGATE_FILTERS)),
+        Category("cost_penalties", "cost_penalty", "how expected improvement is traded against predicted cost "
+                 "(paper 003: EIpu, EI-alpha, EI-cool, CEI)", "none", active_when=("acquisition", ("ei",))),
         Category("promotion_rules", "promotion", "which configurations of a batch survive to the next stage", "top",
-                 active_when=("fidelity_schedule", ("equal", "sh", "hb"))),
+                 active_when=("fidelity_schedule", MULTI_FIDELITY)),
+        Category("cost_models", "cost_model", "the model that predicts the cost of candidates for a cost penalty "
+                 "(cost-aware promotion and CAHB use it too when chosen, else the log-linear model)",
+                 "loglinear", active_when=("cost_penalty", PENALIZED)),
         Category("stopping_rules", "stopping", "when a run ends besides its budget", "budget"),
     ]
 }
@@ -81,21 +96,17 @@ _REGISTRY: dict[tuple[str, str], Component] = {}
 # Modules whose import registers components. Appending a module here adds its components.
 COMPONENT_MODULES = (
     "components.fidelity_schedules",
+    "components.proposals",
+    "components.local_search",
     "components.samplers",
     "components.surrogates",
     "components.acquisition",
+    "components.cost_penalties",
+    "components.cost_models",
     "components.filters",
     "components.promotion",
     "components.stopping",
 )
-
-
-def add_category(category: Category) -> None:
-    """Declare a new category (done by the module that provides its first components)."""
-    existing = CATEGORIES.get(category.name)
-    if existing is not None and existing != category:
-        raise ValueError(f"category {category.name!r} is already declared differently")
-    CATEGORIES[category.name] = category
 
 
 def register(

@@ -20,6 +20,9 @@ from ConfigSpace import (
     ConfigurationSpace,
     Constant,
     EqualsCondition,
+    ForbiddenAndConjunction,
+    ForbiddenEqualsClause,
+    ForbiddenInClause,
     InCondition,
     Integer,
 )
@@ -82,7 +85,7 @@ def build_space(
             parent, values = category.active_when
             if parent not in space:
                 continue
-            condition_values = [v for v in values if v in space[parent].choices]
+            condition_values = [v for v in values if v in getattr(space[parent], "choices", ())]
             if not condition_values:
                 continue
         selector = Categorical(category.selector, names, default=category.default if category.default in names
@@ -107,9 +110,36 @@ def build_space(
             added = add(hp)
             if added is not None:
                 space.add(_condition(added, selector, owners))
+    _add_forbiddens(space)
     return space
 
 
+# Combinations that cannot run, as (parameter, forbidden values) clauses that must all hold. A rule
+# is added when all its parameters are in the space and each keeps at least one forbidden value.
+FORBIDDEN: tuple[tuple[tuple[str, tuple[Any, ...]], ...], ...] = (
+    # CFO is a sequential local search on full-fidelity losses: it has no multi-fidelity variant here.
+    (("proposal", ("cfo",)), ("fidelity_schedule", ("equal", "sh", "hb", "cahb"))),
+    # Cost penalties trade expected improvement against cost; EI needs a surrogate with a std.
+    (("cost_penalty", ("eipu", "ei_alpha", "ei_cool", "cei")), ("surrogate", ("knn1", "kknn7", "tpe"))),
+)
+
+
+def _add_forbiddens(space: ConfigurationSpace) -> None:
+    for rule in FORBIDDEN:
+        clauses = []
+        for name, values in rule:
+            hp = space[name] if name in space else None
+            if isinstance(hp, Constant):
+                if hp.value in values:
+                    continue  # a clause that always holds
+                break  # a clause that never holds: the rule cannot fire
+            if not isinstance(hp, CategoricalHyperparameter) or not [v for v in values if v in hp.choices]:
+                break
+            kept = [v for v in values if v in hp.choices]
+            clauses.append(ForbiddenEqualsClause(hp, kept[0]) if len(kept) == 1 else ForbiddenInClause(hp, kept))
+        else:
+            if clauses:
+                space.add(clauses[0] if len(clauses) == 1 else ForbiddenAndConjunction(*clauses))
 def _condition(child: Hyperparameter, parent: Hyperparameter, values: list[str]) -> EqualsCondition | InCondition:
     """child is active iff parent takes one of ``values``."""
     return EqualsCondition(child, parent, values[0]) if len(values) == 1 else InCondition(child, parent, values)
@@ -124,11 +154,13 @@ def describe_hyperparameter(hp: Hyperparameter) -> str:
     return f"{kind} in [{hp.lower:g}, {hp.upper:g}]{scale}"
 
 
-def validate(config: Mapping[str, Any], space: ConfigurationSpace | None = None) -> dict[str, Any]:
+def validate(config: Mapping[str, Any], space: ConfigurationSpace | None = None,
+             drop_inactive: bool = False) -> dict[str, Any]:
     """Check a configuration γ of the design space; return it complete (defaults filled in).
 
     Raises :class:`UsageError` naming the offending parameter: unknown names, illegal values,
-    parameters that are inactive under the chosen components, forbidden combinations.
+    parameters that are inactive under the chosen components (unless ``drop_inactive``: then they
+    are left out of the result), forbidden combinations.
     """
     space = space or design_space()
     for name, value in config.items():
@@ -148,8 +180,8 @@ def validate(config: Mapping[str, Any], space: ConfigurationSpace | None = None)
         raise UsageError(f"invalid configuration: {str(err).splitlines()[0]}") from None
     result = dict(complete)
     for name in config:
-        if name not in result:
-            parents = ", ".join(f"{c.parent.name}={result.get(c.parent.name)!r}" for c in space.parent_conditions_of[name])
+        if name not in result and not drop_inactive:
+            parents = ", ".join(f"{p.name}={result.get(p.name)!r}" for p in space.parents_of[name])
             raise UsageError(f"parameter {name} is inactive in this configuration (because {parents})")
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in result.items()}
 

@@ -15,14 +15,14 @@ LCBENCH = Fidelity("epoch", 1, 52, is_int=True)
 
 
 def test_registry_has_the_foundation_components():
-    assert component_names("fidelity_schedules") == ["single", "equal", "sh", "hb"]
+    assert component_names("fidelity_schedules") == ["single", "equal", "sh", "hb", "cahb"]
     assert "uniform" in component_names("samplers")
     assert "top" in component_names("promotion_rules")
     assert "budget" in component_names("stopping_rules")
 
 
 def test_unknown_component_lists_known_ones():
-    with pytest.raises(UsageError, match="known: single, equal, sh, hb"):
+    with pytest.raises(UsageError, match="known: single, equal, sh, hb, cahb"):
         get_component("fidelity_schedules", "nope")
     with pytest.raises(UsageError, match="known categories"):
         get_component("nope", "x")
@@ -82,3 +82,18 @@ def test_hyperband_preset_matches_table_1():
 def test_unknown_preset():
     with pytest.raises(UsageError, match="known presets: rs, sh, hb"):
         get_preset("nope")
+
+
+def test_every_sampled_configuration_is_valid():
+    """ConfigSpace's own sampler yields only valid configurations of the full space: conditions and
+    forbiddens agree with ``validate`` (e.g. no cost model without a cost penalty, no CFO with
+    multi-fidelity schedules, no cost penalty with a std-less surrogate)."""
+    space = design_space()
+    space.seed(7)
+    for sample in space.sample_configuration(2000):
+        config = dict(sample)
+        assert validate(config) == config
+        if config.get("proposal") == "cfo":
+            assert config["fidelity_schedule"] == "single"
+        if config.get("cost_penalty", "none") != "none":
+            assert config["surrogate"] in ("rf", "gp") and "cost_model" in config

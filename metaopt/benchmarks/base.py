@@ -174,6 +174,13 @@ class Problem:
 
     benchmark: Benchmark
     instance: str
+    cheap_end_override: Mapping[str, str] | None = field(default=None, hash=False)
+    """Cheap ends that replace the benchmark's for the named hyperparameters (``metaopt run --cheap-end``)."""
+
+    @property
+    def cheap_end(self) -> dict[str, str]:
+        """Per hyperparameter, the cheap end ("lower"/"upper"): the benchmark's, updated by the override."""
+        return {**self.benchmark.cheap_end, **(self.cheap_end_override or {})}
 
     @property
     def search_space(self) -> ConfigurationSpace:
