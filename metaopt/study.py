@@ -1,7 +1,9 @@
 """Declarative studies: a YAML file says what to run; stages run it resumably (schema: studies/README.md).
 
-Stages: ``optimize`` (SMAC over the training instances → γ*, when the study has a ``meta``
-section) then ``evaluate`` (γ*, presets and peers on held-out instances × seeds). The study file
+Stages: ``optimize`` (SMAC over the training instances → γ*, once per restriction, when the study
+has a ``meta`` section), ``evaluate`` (γ*, presets, variants and peers on held-out instances ×
+seeds), ``ablate`` (the study's ``ablation`` entries), ``importance`` (fANOVA and local importance
+on the meta-archive) and ``report`` (HTML + Markdown from everything stored). The study file
 is copied to ``<output>/study.yaml``; running a *different* study into the same folder is refused,
 running the same one again resumes it.
 """
@@ -15,7 +17,7 @@ from typing import Any, Literal
 
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from metaopt.errors import UsageError
 from metaopt.store_utils import atomic_write_text
@@ -41,7 +43,7 @@ def _ids(value: object) -> object:
 class _InstancesAndSeeds(BaseModel):
     """Which instances and seeds a stage runs on (seeds: a count N means 1..N)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_default=True)
     instances: InstanceSelection | list[str] = InstanceSelection()
     seeds: int | list[int] = 1
 
@@ -60,7 +62,7 @@ class MetaSpec(_InstancesAndSeeds):
     """How γ is searched: SMAC over training instances."""
 
     instances: InstanceSelection | list[str] = InstanceSelection(split="train")
-    restriction: str | None = None
+    restriction: str | list[str] | None = None
     objective: Literal["regret", "regret_at", "auc"] = "regret"
     objective_budgets: list[float] = Field(default=[1.0], min_length=1)
     trials: int = Field(default=100, ge=1)
@@ -73,22 +75,53 @@ class MetaSpec(_InstancesAndSeeds):
         return value
 
 
+class OptimizerVariant(BaseModel):
+    """A named optimizer defined in the study: a preset or a configuration, with parameters overridden."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    preset: str | None = None
+    config: dict[str, Any] | None = None
+    set: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "OptimizerVariant":
+        if (self.preset is None) == (self.config is None):
+            raise ValueError("give exactly one of 'preset' (a preset name) or 'config' (a configuration)")
+        return self
+
+
 class EvaluationSpec(_InstancesAndSeeds):
     seeds: int | list[int] = 3
-    optimizers: list[str] = Field(min_length=1)
+    optimizers: list[str | OptimizerVariant] = Field(min_length=1)
     report_budgets: list[str] = Field(default_factory=list)
     gamma_star_from: str | None = None
+    cost_reference: str | None = None
+
+
+class AblationEntry(_InstancesAndSeeds):
+    """An ablation between two optimizers (``metaopt ablate``), run after the evaluation."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True)
+    source: str = Field(alias="from")
+    to: str
+    estimator: Literal["evaluated", "surrogate"] = "evaluated"
+    variants: list[Literal["path", "ofat", "loco"]] = Field(default=["path"], min_length=1)
+    race: bool = False
 
 
 class StudySpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
+    question: str = ""
     benchmark: str
     budget: str = "30d"
     workers: int = Field(default=1, ge=1)
     meta: MetaSpec | None = None
     evaluation: EvaluationSpec
+    ablation: list[AblationEntry] = Field(default_factory=list)
+    importance: bool = True
     output: str | None = None
 
     @field_validator("budget", mode="before")
@@ -108,9 +141,13 @@ class Study:
 
 
 def _format_error(err: ValidationError, path: Path) -> str:
-    first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    more = f" (and {err.error_count() - 1} more problems)" if err.error_count() > 1 else ""
+    # Of a union's alternatives (e.g. an optimizer given as a name or as a variant), report the one
+    # that got furthest (the longest location), and leave pydantic's alternative tags out of the name.
+    errors = err.errors()
+    first = max(errors, key=lambda e: len(e["loc"]))
+    tags = {"str", "int", "list[str]", "list[int]", "InstanceSelection", "OptimizerVariant"}
+    field = ".".join(str(p) for p in first["loc"] if p not in tags and "[" not in str(p)) or "(top level)"
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
     return f"{path}: field '{field}': {first['msg']}{more}"
 
 
@@ -154,11 +191,24 @@ class StudyContext:
             if rb.unit != self.budget.unit or rb.amount > self.budget.amount:
                 raise UsageError(f"{study.path}: field 'evaluation.report_budgets': {rb.spec} must be in the "
                                  f"budget's unit and at most {spec.budget}")
+        if spec.meta is not None and self.budget.unit == "typical_cost":
+            raise UsageError(f"{study.path}: field 'budget': typical-cost budgets ({spec.budget}) are for evaluation "
+                             "studies; a meta-optimization needs 'Nd', 'N' or 'Ns'")
         self.meta_instances: list[str] = []
+        self.arms: dict[str | None, Path] = {}
+        """Meta-optimizations to run: restriction (None: the full space) -> the folder holding its meta/."""
         if spec.meta is not None:
             self.meta_instances = self._instances(spec.meta.instances, "meta.instances")
-            if spec.meta.restriction:
-                get_restriction(spec.meta.restriction)
+            restriction = spec.meta.restriction
+            if isinstance(restriction, list):
+                if not restriction or len(set(restriction)) != len(restriction):
+                    raise UsageError(f"{study.path}: field 'meta.restriction': a list must name distinct restrictions")
+                self.arms = {name: study.output / "arms" / name for name in restriction}
+            else:
+                self.arms = {restriction: study.output}
+            for name in self.arms:
+                if name is not None:
+                    get_restriction(name)
 
     def _instances(self, selection: InstanceSelection | list[str], field: str) -> list[str]:
         if isinstance(selection, list):
@@ -182,32 +232,53 @@ class StudyContext:
         source = self.study.spec.evaluation.gamma_star_from
         return Path(source) if source else self.study.output / "meta" / "gamma_star.json"
 
-    def gamma_star(self) -> dict[str, Any] | None:
-        path = self.gamma_star_path
-        if not path.exists():
-            if self.study.spec.evaluation.gamma_star_from:
-                raise UsageError(f"{self.study.path}: field 'evaluation.gamma_star_from': no such file {path}")
-            return None
+    def gamma_stars(self) -> dict[str, dict[str, Any]]:
+        """γ* of every finished meta-optimization, by optimizer name (``gamma_star`` or ``gamma_star:<restriction>``).
+
+        A study with one restriction (or a ``gamma_star_from`` file) has ``gamma_star``; one with a
+        list of restrictions has a ``gamma_star:<restriction>`` per restriction.
+        """
         from spaces.design_space import validate
 
-        return validate(json.loads(path.read_text())["config"])
+        if len(self.arms) > 1 or (self.arms and next(iter(self.arms.values())) != self.study.output):
+            paths = {f"gamma_star:{name}": folder / "meta" / "gamma_star.json" for name, folder in self.arms.items()}
+        else:
+            paths = {"gamma_star": self.gamma_star_path}
+            if self.study.spec.evaluation.gamma_star_from and not paths["gamma_star"].exists():
+                raise UsageError(f"{self.study.path}: field 'evaluation.gamma_star_from': no such file "
+                                 f"{paths['gamma_star']}")
+        return {name: validate(json.loads(path.read_text())["config"]) for name, path in paths.items() if path.exists()}
+
+
+FREE_FIELDS = ("description", "question", "workers", "ablation", "importance", "output")
+"""Study fields that do not change stored optimize/evaluate results: editing them keeps the output
+folder valid (ablation folders guard their own identity; importance and the report are recomputed)."""
 
 
 def _claim_output(study: Study) -> None:
-    """Create the output folder for this study, or refuse if it holds another study's results."""
+    """Create the output folder for this study, or refuse if it holds another study's results.
+
+    Only fields that change stored results count (not :data:`FREE_FIELDS`): e.g. adding an ablation
+    or editing the description is fine (the stored copy is updated).
+    """
     marker = study.output / "study.yaml"
     if marker.exists():
-        if yaml.safe_load(marker.read_text()) != yaml.safe_load(study.source):
+        def results_fields(text: str) -> dict[str, Any]:
+            return {k: v for k, v in (yaml.safe_load(text) or {}).items() if k not in FREE_FIELDS}
+
+        stored = marker.read_text()
+        if results_fields(stored) != results_fields(study.source):
             raise UsageError(
                 f"{study.output} holds results of a different study file ({marker}); "
                 "use another output folder or remove that one"
             )
-        return
+        if stored == study.source:
+            return
     atomic_write_text(marker, study.source)
 
 
-def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str, Any]:
-    """The optimize stage: SMAC over the training instances; writes meta/ and returns γ*."""
+def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str | None, dict[str, Any]]:
+    """The optimize stage: SMAC over the training instances, once per restriction; returns the γ*'s."""
     from metaopt.meta import MetaSetup, optimize
     from spaces.design_space import design_space
     from spaces.restrictions import get_restriction
@@ -216,19 +287,22 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str, 
     if meta is None:
         raise UsageError(f"{ctx.study.path} has no 'meta' section: nothing to optimize (evaluation only)")
     references = ctx.references(ctx.meta_instances, quiet)
-    setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, ctx.budget, references, meta.restriction, meta.objective,
-                      tuple(meta.objective_budgets))
-    space = get_restriction(meta.restriction).space() if meta.restriction else design_space()
     features = {i: [references[i].y_min, references[i].y_max] for i in ctx.meta_instances}
-    print(f"optimize: SMAC (algorithm configuration) over {len(ctx.meta_instances)} training instances of "
-          f"{ctx.bench.name}, {meta.trials} trials x {len(meta.seeds)} meta-seeds, design space "
-          f"{meta.restriction or 'full'} ({len(space)} parameters), objective {meta.objective}")
-    star = optimize(ctx.study.output, setup, space, ctx.meta_instances, features, meta.trials, meta.seeds,
-                    executor, quiet)
-    print(f"gamma*: mean objective {star['mean_objective']:.4f} on {star['n_instances']} training instances "
-          f"({star['n_configurations']} configurations, {star['n_trials']} trials)")
-    print(json.dumps(star["config"], indent=1))
-    return star
+    stars = {}
+    for restriction, folder in ctx.arms.items():
+        setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, ctx.budget, references, restriction, meta.objective,
+                          tuple(meta.objective_budgets))
+        space = get_restriction(restriction).space() if restriction else design_space()
+        print(f"optimize: SMAC (algorithm configuration) over {len(ctx.meta_instances)} training instances of "
+              f"{ctx.bench.name}, {meta.trials} trials x {len(meta.seeds)} meta-seeds, design space "
+              f"{restriction or 'full'} ({len(space)} parameters), objective {meta.objective}")
+        star = optimize(folder, setup, space, ctx.meta_instances, features, meta.trials, meta.seeds, executor, quiet)
+        print(f"gamma* ({restriction or 'full space'}): mean objective {star['mean_objective']:.4f} on "
+              f"{star['n_instances']} training instances ({star['n_configurations']} configurations, "
+              f"{star['n_trials']} trials)")
+        print(json.dumps(star["config"], indent=1))
+        stars[restriction] = star
+    return stars
 
 
 def run_evaluate(ctx: StudyContext, executor, quiet: bool = False):
@@ -236,18 +310,79 @@ def run_evaluate(ctx: StudyContext, executor, quiet: bool = False):
     from metaopt.evaluation import evaluate, resolve_optimizers
 
     ev = ctx.study.spec.evaluation
-    entries = resolve_optimizers(ev.optimizers, ctx.bench, ctx.gamma_star() if "gamma_star" in ev.optimizers else None)
+    entries = resolve_optimizers(ev.optimizers, ctx.bench, ctx.gamma_stars(), field="evaluation.optimizers")
+    if ev.cost_reference is not None and ev.cost_reference not in [e.name for e in entries]:
+        raise UsageError(f"{ctx.study.path}: field 'evaluation.cost_reference': {ev.cost_reference!r} is not one of "
+                         f"the evaluated optimizers ({', '.join(e.name for e in entries)})")
     references = ctx.references(ctx.eval_instances, quiet)
     table = evaluate(ctx.study.output, ctx.bench, entries, ctx.eval_instances, ev.seeds, ctx.budget, references,
-                     executor, ctx.report_budgets, ctx.yahpo_data, quiet, caption_prefix=f"study {ctx.study.spec.name}, ")
+                     executor, ctx.report_budgets, ctx.yahpo_data, quiet, caption_prefix=f"study {ctx.study.spec.name}, ",
+                     cost_reference=ev.cost_reference)
     with pd.option_context("display.width", 200):
         print(table.to_string(index=False))
     return table
 
 
+def run_ablations(ctx: StudyContext, executor, quiet: bool = False) -> None:
+    """The ablate stage: every ``ablation`` entry of the study (``metaopt ablate``), under <output>/ablation/."""
+    from metaopt.ablation import AblationSpec, Endpoint, resolve_endpoint, run_ablation
+
+    stars = ctx.gamma_stars()
+    for k, entry in enumerate(ctx.study.spec.ablation):
+        field = f"ablation[{k}]"
+
+        def endpoint(text: str, which: str) -> Endpoint:
+            if text.startswith("gamma_star"):
+                if text not in stars:
+                    raise UsageError(f"{ctx.study.path}: field '{field}.{which}': {text!r} needs a finished "
+                                     f"meta-optimization; known: {', '.join(stars) or 'none yet'}")
+                return Endpoint(text.replace(":", "-"), stars[text])
+            return resolve_endpoint(text, f"{field}.{which}", ctx.bench.fidelity, None)
+
+        arm = entry.to if entry.to.startswith("gamma_star") else entry.source
+        archive = None
+        if entry.estimator == "surrogate":
+            restriction = arm.split(":", 1)[1] if ":" in arm else next(iter(ctx.arms), None)
+            archive = ctx.arms.get(restriction, ctx.study.output) / "meta" / "archive.csv"
+        spec = AblationSpec(ctx.bench.name, endpoint(entry.source, "from"), endpoint(entry.to, "to"), entry.estimator,
+                            tuple(entry.variants), tuple(ctx._instances(entry.instances, f"{field}.instances")),
+                            tuple(entry.seeds), ctx.budget, entry.race, archive, ctx.yahpo_data)
+        print(f"ablate: {spec.source.name} -> {spec.target.name} ({entry.estimator}; {', '.join(entry.variants)})")
+        run_ablation(spec, ctx.study.output, executor, quiet)
+
+
+def run_importance(ctx: StudyContext) -> None:
+    """The importance stage: fANOVA and local importance on each meta-archive (``metaopt importance``)."""
+    from analysis.importance import compute_importance, write_importance
+    from spaces.design_space import design_space
+    from spaces.restrictions import get_restriction
+
+    meta = ctx.study.spec.meta
+    for restriction, folder in ctx.arms.items():
+        archive_path, star_path = folder / "meta" / "archive.csv", folder / "meta" / "gamma_star.json"
+        if not archive_path.exists() or not star_path.exists():
+            print(f"importance: skipped for {restriction or 'the full space'} (no finished meta-optimization)")
+            continue
+        space = get_restriction(restriction).space() if restriction else design_space()
+        result = compute_importance(pd.read_csv(archive_path), space, "objective",
+                                    json.loads(star_path.read_text())["config"], seed=1,
+                                    provenance={"archive": str(archive_path), "gamma_star": str(star_path),
+                                                "restriction": restriction, "meta_objective": meta.objective})
+        written = write_importance(result, folder)
+        print(f"importance: {written}/ (fANOVA main effects: "
+              + ", ".join(f"{r.parameter} {r.importance:.2f}" for r in result.fanova.head(3).itertuples()) + ")")
+
+
+STAGES = ("optimize", "evaluate", "ablate", "importance", "report")
+
+
 def run_stages(study: Study, stages: list[str], yahpo_data: str | None = None, quiet: bool = False,
                workers: int | None = None, scheduler: str | None = None) -> None:
-    """Run the given stages of a study in order, with one executor for all of them."""
+    """Run the given stages of a study in order, with one executor for all of them.
+
+    Stages without work are skipped with a line saying so: optimize and importance without a
+    ``meta`` section, ablate without ``ablation`` entries.
+    """
     from metaopt.executor import make_executor
 
     ctx = StudyContext(study, yahpo_data)  # validates everything before anything is written
@@ -256,13 +391,24 @@ def run_stages(study: Study, stages: list[str], yahpo_data: str | None = None, q
     with make_executor(workers or study.spec.workers, scheduler) as executor:
         for stage in stages:
             started = time.perf_counter()
+            if stage in ("optimize", "importance") and study.spec.meta is None:
+                print(f"{stage}: skipped (the study has no 'meta' section)")
+                continue
+            if stage == "ablate" and not study.spec.ablation:
+                print("ablate: skipped (the study has no 'ablation' entries)")
+                continue
             if stage == "optimize":
-                if study.spec.meta is None:
-                    print("optimize: skipped (the study has no 'meta' section)")
-                    continue
                 run_optimize(ctx, executor, quiet)
             elif stage == "evaluate":
                 run_evaluate(ctx, executor, quiet)
+            elif stage == "ablate":
+                run_ablations(ctx, executor, quiet)
+            elif stage == "importance":
+                run_importance(ctx)
+            elif stage == "report":
+                from analysis.report import write_report
+
+                print(f"report: {write_report(study.output)}")
             timings[stage] = time.perf_counter() - started
     summary = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in timings.items())
     print(f"\nstudy {study.spec.name}: done ({summary}); results in {study.output}/")

@@ -38,7 +38,6 @@ class Restriction:
     allowed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     fixed: Mapping[str, Any] = field(default_factory=dict)
     tied: Mapping[str, str] = field(default_factory=dict)
-    budget_factor: float = 1.0
 
     def space(self) -> ConfigurationSpace:
         """The restricted design space."""
@@ -53,36 +52,53 @@ class Restriction:
         return validate(full)
 
 
+# The paper's Table 4 space: Smashy's sample-and-filter with a surrogate ranking by its mean, equal
+# or HB batches, top-fraction promotion, no early stopping. Table 3's restrictions (γ1..γ7) are
+# restrictions of this space, so they are built on top of it.
+TABLE4_ALLOWED = {"fidelity_schedule": ("equal", "hb"), "proposal": ("sample_filter",),
+                  "filter_method": ("tournament", "progressive"), "surrogate": ("knn1", "kknn7", "tpe", "rf"),
+                  "promotion": ("top",), "stopping": ("budget",)}
+TABLE4_FIXED = {"acquisition": "mean"}
+
+
+def _table4(name: str, rq: str, description: str, allowed: Mapping[str, tuple[str, ...]] | None = None,
+            fixed: Mapping[str, Any] | None = None, tied: Mapping[str, str] | None = None) -> Restriction:
+    """A restriction of the Table 4 space: its own choices on top of Table 4's."""
+    allowed = {**TABLE4_ALLOWED, **(allowed or {})}
+    fixed = {**TABLE4_FIXED, **(fixed or {})}
+    # A fixed selector needs no allowed list (and a fixed "single" schedule is outside Table 4's list).
+    allowed = {k: v for k, v in allowed.items() if k not in fixed}
+    return Restriction(name, rq, description, allowed=allowed, fixed=fixed, tied=dict(tied or {}))
+
+
 def _restrictions() -> dict[str, Restriction]:
     equal = {"fidelity_schedule": "equal"}
     items = [
-        Restriction("gamma1", "RQ4", "no multi-fidelity: every evaluation at r_max (η_fid → ∞, s = 1)",
+        _table4("gamma1", "RQ4", "no multi-fidelity: every evaluation at r_max (η_fid → ∞, s = 1)",
                     fixed={"fidelity_schedule": "single"}),
-        Restriction("gamma2", "RQ5a", "constant in time: ρ, N_s⁰, N_s¹ and n_trn equal at t = 0 and t = 1",
+        _table4("gamma2", "RQ5a", "constant in time: ρ, N_s⁰, N_s¹ and n_trn equal at t = 0 and t = 1",
                     tied=dict(TIME_VARYING)),
-        Restriction("gamma3", "RQ5b", "simple filtering: tournament only, n_trn = 1, one constant N_s, constant ρ",
+        _table4("gamma3", "RQ5b", "simple filtering: tournament only, n_trn = 1, one constant N_s, constant ρ",
                     fixed={"filter_method": "tournament", "filter_n_trn_0": 1},
                     tied={"filter_n_trn_1": "filter_n_trn_0", "filter_rho_1": "filter_rho_0",
                           "filter_ns0_1": "filter_ns0_0", "filter_ns1_0": "filter_ns0_0",
                           "filter_ns1_1": "filter_ns0_0"}),
-        *[Restriction(f"gamma4_{s}", "RQ6", f"equal batches, surrogate fixed to {s}",
-                      fixed={**equal, "surrogate": s}) for s in SURROGATES],
-        Restriction("gamma5", "RQ6", "equal batches, no filtering: every point from the generating distribution "
+        *[_table4(f"gamma4_{s}", "RQ6", f"equal batches, surrogate fixed to {s}",
+                      fixed={**equal, "surrogate": s}) for s in SURROGATES if s != "gp"],
+        _table4("gamma5", "RQ6", "equal batches, no filtering: every point from the generating distribution "
                     "(ρ = 1 here; Table 3's 'ρ → 0' in the R code's convention)",
                     fixed={**equal, "filter_rho_0": 1.0, "filter_rho_1": 1.0}),
-        Restriction("gamma6", "RQ6", "equal batches, model-free: ρ = 1 and uniform sampling",
+        _table4("gamma6", "RQ6", "equal batches, model-free: ρ = 1 and uniform sampling",
                     fixed={**equal, "filter_rho_0": 1.0, "filter_rho_1": 1.0, "sampler": "uniform"}),
-        Restriction("gamma7", "RQ7", "equal batches with μ = 32 (synchronous parallel), quadruple budget",
-                    fixed={**equal, "mu": 32}, budget_factor=4.0),
-        Restriction("rho0", "RQ6", "every point filtered by the surrogate (no random interleave, ρ = 0)",
+        _table4("gamma7", "RQ7", "equal batches with μ = 32 (synchronous parallel); the paper gives it a "
+                "quadruple budget: set the study's budget accordingly (studies/rq7_parallel.yaml)",
+                fixed={**equal, "mu": 32}),
+        _table4("rho0", "RQ6", "every point filtered by the surrogate (no random interleave, ρ = 0)",
                     fixed={"filter_rho_0": 0.0, "filter_rho_1": 0.0}),
-        Restriction("table4", "RQ1", "the paper's meta-optimization space (Table 4): Smashy's sample-and-filter "
-                    "with a KNN1/KKNN7/TPE/RF surrogate ranking by its mean, equal or HB batches, no early stopping",
-                    allowed={"fidelity_schedule": ("equal", "hb"), "filter_method": ("tournament", "progressive"),
-                             "surrogate": ("knn1", "kknn7", "tpe", "rf"), "stopping": ("budget",)},
-                    fixed={"acquisition": "mean"}),
-        Restriction("hb_only", "RQ3", "batch_method HB (paper Table 5, top half)", fixed={"fidelity_schedule": "hb"}),
-        Restriction("equal_only", "RQ3", "batch_method equal (paper Table 5, bottom half)", fixed=equal),
+        _table4("table4", "RQ1", "the paper's meta-optimization space (Table 4): Smashy's sample-and-filter "
+                "with a KNN1/KKNN7/TPE/RF surrogate ranking by its mean, equal or HB batches, no early stopping"),
+        _table4("hb_only", "RQ3", "batch_method HB (paper Table 5, top half)", fixed={"fidelity_schedule": "hb"}),
+        _table4("equal_only", "RQ3", "batch_method equal (paper Table 5, bottom half)", fixed=equal),
     ]
     return {r.name: r for r in items}
 

@@ -32,7 +32,7 @@ def test_preset_is_valid_and_runs_on_every_benchmark(name, benchmarks):
         config = PRESETS[name].config(bench.fidelity)
         assert validate(config) == config
         problem = bench.problem(bench.instances[0])
-        budget = "2" if name in ("bo_gp_ei", "bo_autostop") else "3d"  # the GP is refit every evaluation
+        budget = "2" if name.startswith("bo_") else "3d"  # the GP is refit every evaluation
         result = run(config, problem, seed=1, budget=budget)
         assert result.summary["n_evals"] > 0, (name, bench.name)
         assert result.summary["budget_used"] <= result.summary["budget"] + 1e-9
@@ -82,11 +82,23 @@ def test_specific_restrictions():
     assert g3["filter_method"] == "tournament" and g3["filter_n_trn_0"] == g3["filter_n_trn_1"] == 1
     assert g3["filter_ns0_0"] == g3["filter_ns0_1"] == g3["filter_ns1_0"] == g3["filter_ns1_1"] == 50.0
     assert "filter_rho_1" not in get_restriction("gamma2").space()
-    assert get_restriction("gamma7").complete({})["mu"] == 32 and get_restriction("gamma7").budget_factor == 4
+    assert get_restriction("gamma7").complete({})["mu"] == 32
     with pytest.raises(UsageError, match="known: gamma1"):
         get_restriction("nope")
     with pytest.raises(UsageError, match="fidelity_schedule"):
         get_restriction("gamma1").complete({"fidelity_schedule": "hb"})
+
+
+def test_table3_restrictions_are_restrictions_of_table4():
+    """γ1..γ7 and the RQ3/RQ6 variants restrict the paper's Table 4 space, not the whole design space."""
+    for name, restriction in RESTRICTIONS.items():
+        space = restriction.space()
+        choices = {p: set(getattr(space[p], "choices", [getattr(space[p], "value", None)]))
+                   for p in ("proposal", "promotion", "stopping") if p in space}
+        assert choices.get("proposal", {"sample_filter"}) == {"sample_filter"}, name
+        assert choices.get("promotion", {"top"}) == {"top"}, name
+        assert choices.get("stopping") == {"budget"}, name
+        assert "cost_penalty" not in space and "cost_model" not in space, name
 
 
 def test_presets_json_serializable():
