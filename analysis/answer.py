@@ -1,0 +1,104 @@
+"""The answer a study produced, in words, from its stored results (``<output>/answer.md``).
+
+Every sentence is computed from the files the stages wrote, so the answer is regenerated with the
+results and never goes stale: the ranking at the full budget (mean normalized regret ± s.e. over
+instances), the Friedman/Nemenyi verdict for the best optimizer, and — when the study has them —
+the cost-aware comparison, the termination trade-off, the ablation path's main steps and the most
+important parameters. Interpretation beyond that is the reader's (and the report's figures').
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from analysis.anytime import mean_se_over_instances
+from analysis.stats import rank_test, scores_by_instance
+from metaopt.store_utils import atomic_write_text
+
+
+def _ranking(results: pd.DataFrame, column: str, alpha: float) -> list[str]:
+    table = mean_se_over_instances(results, ["optimizer"], column).sort_values("mean")
+    lines = ["At the full budget, mean normalized regret ± s.e. over "
+             f"{int(table['n_instances'].max())} held-out instances: "
+             + "; ".join(f"**{r.optimizer}** {r.mean:.3f} ± {r.se:.3f}" for r in table.itertuples()) + "."]
+    scores = scores_by_instance(results, column)
+    if scores.shape[1] >= 3 and len(scores) >= 2:
+        test = rank_test(scores, alpha)
+        best = test.ranks.index[0]
+        worse = [name for name, rank in test.ranks.items() if rank - test.ranks[best] >= test.critical_difference]
+        tied = [name for name in test.ranks.index[1:] if name not in worse]
+        verdict = (f"{best} has the best average rank ({test.ranks[best]:.2f}); " + test.describe() + ". ")
+        if not test.rejected:
+            verdict += "The differences in rank are not significant."
+        else:
+            verdict += (f"{best} ranks significantly better than {', '.join(worse) or 'none of the others'}"
+                        + (f" and is not distinguishable from {', '.join(tied)}." if tied else "."))
+        lines.append(verdict)
+    return lines
+
+
+def _cost(eval_dir: Path) -> list[str]:
+    path = eval_dir / "cost.csv"
+    if not path.exists():
+        return []
+    table = pd.read_csv(path)
+    parts = [f"{r.optimizer} {r.regret_at_cost:.3f}" + (f" (reaches the target at {r.median_cost_to_target_rel:.2f}× "
+                                                          f"the cost, in {r.reached:.0%} of runs)"
+                                                          if pd.notna(r.median_cost_to_target_rel) else
+                                                          " (never reaches the target)")
+             for r in table.itertuples()]
+    return ["Under equal cost (the reference optimizer's per-instance spend), regret is: " + "; ".join(parts) + "."]
+
+
+def _termination(eval_dir: Path) -> list[str]:
+    path = eval_dir / "termination.csv"
+    if not path.exists():
+        return []
+    table = pd.read_csv(path).sort_values("rtc", ascending=False)
+    parts = [f"{r.optimizer} saves {r.rtc:.0%} of the cost (stops early in {r.stopped:.0%} of runs) at RYC "
+             f"{r.ryc:+.3f} (regret {r.regret_stopped:.3f} vs {r.regret_full:.3f} when run to the end)"
+             for r in table.itertuples()]
+    return ["Automatic termination: " + "; ".join(parts) + "."]
+
+
+def _ablation(output: Path) -> list[str]:
+    lines = []
+    for path in sorted((output / "ablation").glob("*/path.csv")):
+        table = pd.read_csv(path)
+        steps = table[table["step"] > 0].sort_values("share", ascending=False).head(3)
+        parts = [f"{r.parameters.split(';')[0]} ({r.share:.0%})" for r in steps.itertuples()]
+        lines.append(f"Ablation {path.parent.name}: the largest shares of the improvement come from "
+                     + ", ".join(parts) + ".")
+    return lines
+
+
+def _importance(output: Path) -> list[str]:
+    lines = []
+    for path in sorted(output.glob("**/importance/fanova.csv")):
+        table = pd.read_csv(path)
+        main = table[table["kind"] == "main"].sort_values("importance", ascending=False).head(3)
+        where = path.parent.parent.relative_to(output)
+        lines.append(f"fANOVA ({'meta-archive' if str(where) == '.' else where}): the most important parameters "
+                     "are " + ", ".join(f"{r.parameter} ({r.importance:.0%} of the variance)"
+                                        for r in main.itertuples()) + ".")
+    return lines
+
+
+def write_answer(output: Path, alpha: float = 0.05) -> Path | None:
+    """Write ``<output>/answer.md`` from the stored results; None when there is no evaluation yet."""
+    results_path = output / "eval" / "results.csv"
+    if not results_path.exists():
+        return None
+    study = yaml.safe_load((output / "study.yaml").read_text()) if (output / "study.yaml").exists() else {}
+    results = pd.read_csv(results_path, dtype={"instance": str})
+    column = f"regret@{study.get('budget', '30d')}"
+    if column not in results:
+        column = "normalized_regret"
+    lines = [*_ranking(results, column, alpha), *_cost(output / "eval"), *_termination(output / "eval"),
+             *_ablation(output), *_importance(output)]
+    path = output / "answer.md"
+    atomic_write_text(path, "\n\n".join(lines) + "\n")
+    return path

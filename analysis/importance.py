@@ -1,0 +1,345 @@
+"""Parameter importance over a meta-archive: functional ANOVA and local parameter importance.
+
+Why our own code: the maintained implementations do not work with our stack. ``fanova`` (2.0.19,
+last release 2020) needs ``pyrfr``, a SWIG/C++ build published only as a source archive, and
+calls ConfigSpace APIs from before 1.0; DeepCAVE (1.4.1) requires Python < 3.11 (we run 3.11).
+So this module fits scikit-learn's random forest and decomposes it by Monte Carlo; the tests
+check it against a function whose decomposition is known in closed form.
+
+Model. A random forest (sklearn ``RandomForestRegressor``, seeded, otherwise sklearn's defaults)
+regresses the meta-objective on the encoded γ of every archive row; when the archive has an
+``instance`` column, the training instance (as a code) is a feature too, and every prediction
+below is the mean over the archive's instances, f(γ) = mean_i RF(γ, i) (Hutter et al. 2014, §4:
+marginalizing instances out), so instances run for only some γ's do not bias their effects.
+
+Encoding. A parameter is a column of ConfigSpace's vector representation: numeric ones in [0, 1]
+on their own (log) scale, categorical ones as the choice index; an inactive parameter is
+``INACTIVE = -1``, outside every active range, so one tree split separates it. Parameters with a
+single possible value (constants) are left out; a parameter of the space missing from the
+archive (added to the space later) takes its default where active, as ``validate`` does. Rows
+of failed inner runs keep their crash objective: it is what the meta-optimizer saw.
+
+Measure. ConfigSpace samples a configuration by drawing every hyperparameter independently from
+its prior (on the vector scale) and then deactivating those whose conditions fail. We take this
+as the distribution of the space: latent vectors z with independent coordinates and the function
+f(z) = f(deactivate(z)). The classical functional ANOVA then applies to z unchanged; a conditional
+parameter's effect is counted where it is active, and its dependence on its parent shows as a
+pair effect. Forbidden clauses are ignored by this measure (the forest is also queried at the
+few forbidden combinations of the full design space; the restricted spaces have none).
+
+fANOVA (Hutter, Hoos & Leyton-Brown 2014). With f0 = E f and the marginals a_S(z_S) = E[f | z_S],
+the main effect of i is V_i = Var a_i(z_i), the pair effect of i, j is
+V_ij = Var(a_ij − a_i − a_j + f0), and the importance is V / Var f. Estimate: every parameter
+gets a grid representing its prior (all choices with their probabilities; for numeric ones the
+``grid_size`` quantiles (k + ½)/K of the prior, equally weighted); a_S on the grid of S is the
+mean of f over one shared sample of ``n_samples`` latent vectors with z_S set to the grid point
+(shared, so that differences between grid points are not blurred by sampling noise; a Latin
+hypercube, so that the other parameters' priors are covered evenly), and a pair's interaction is
+the two-way ANOVA interaction of its grid table. Var f comes from a separate Latin hypercube of
+``N_TOTAL`` vectors. Each tree of the forest is decomposed on its own; we report the
+mean and the standard deviation of the fractions over trees.
+
+Local parameter importance (Biedenkapp et al. 2018). Around γ*, each parameter active in γ*
+takes every value of its grid and γ*'s own value (categorical: every choice), the others staying
+at γ*; parameters this activates take their defaults, those it deactivates drop out, and
+forbidden results are skipped. A parameter's local importance is the variance of f along its
+values divided by the sum of these variances over all parameters (per tree; mean and std over
+trees). Parameters inactive in γ* have no local effect and are not listed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+from ConfigSpace import ConfigurationSpace
+from ConfigSpace.hyperparameters import CategoricalHyperparameter, Hyperparameter, OrdinalHyperparameter
+from scipy.stats import qmc
+from sklearn.ensemble import RandomForestRegressor
+
+from metaopt.errors import UsageError
+from metaopt.store_utils import atomic_write_text
+
+INACTIVE = -1.0
+"""Model feature of an inactive parameter (active values are in [0, 1] or choice indices ≥ 0)."""
+N_TOTAL = 4096
+"""Latent vectors used to estimate Var f."""
+GAMMA_PREFIX = "gamma."
+"""Archive columns holding γ (see :func:`metaopt.meta.meta_archive`)."""
+
+
+@dataclass
+class ImportanceResult:
+    """fANOVA (parameter, kind, importance, std), local importance (parameter, importance, std), provenance."""
+
+    fanova: pd.DataFrame
+    local: pd.DataFrame
+    meta: dict[str, Any]
+
+
+# -- vectors of the space -----------------------------------------------------------------------
+
+def analyzed_parameters(space: ConfigurationSpace) -> list[str]:
+    """The parameters that can take more than one value."""
+    return [name for name, hp in space.items() if hp.size > 1]
+
+
+def _vector_value(hp: Hyperparameter, value: Any) -> float:
+    """The vector value of ``value`` (missing: the default's)."""
+    if value is None or pd.isna(value):
+        value = hp.default_value
+    if isinstance(hp, (CategoricalHyperparameter, OrdinalHyperparameter)):
+        choices = [str(c) for c in (hp.choices if isinstance(hp, CategoricalHyperparameter) else hp.sequence)]
+        if str(value) not in choices:
+            raise UsageError(f"parameter {hp.name}: value {value!r} is not one of {', '.join(choices)}")
+        return float(choices.index(str(value)))
+    return float(hp.to_vector(float(value)))
+
+
+def latent_vectors(space: ConfigurationSpace, configs: list[Mapping[str, Any]]) -> np.ndarray:
+    """One row per configuration, one column per hyperparameter (space order): its vector value, or the default's."""
+    return np.array([[_vector_value(hp, config.get(name)) for name, hp in space.items()] for config in configs],
+                    dtype=float).reshape(len(configs), len(space))
+
+
+def deactivate(space: ConfigurationSpace, latent: np.ndarray) -> np.ndarray:
+    """Latent vectors with inactive hyperparameters set to NaN.
+
+    ConfigSpace's rule: a hyperparameter is active iff all its parent conditions hold (a condition
+    on an inactive, NaN parent fails); parents precede their children in the space's order.
+    """
+    rows = np.array(latent, dtype=float).T  # ConfigSpace's vectorized conditions read hyperparameters as rows
+    for j, name in enumerate(space.keys()):
+        for condition in space.parent_conditions_of[name]:
+            rows[j, ~condition.satisfied_by_vector_array(rows)] = np.nan
+    return rows.T
+
+
+class Prior:
+    """The space's prior on the latent vectors: independent hyperparameters, each by its quantile function.
+
+    A quantile function is read off ``N_TOTAL`` sorted draws of ConfigSpace's own sampler, so any
+    prior (uniform, log, integer, weighted choices) is represented the way ConfigSpace samples it.
+    """
+
+    def __init__(self, space: ConfigurationSpace, rng: np.random.RandomState) -> None:
+        self.space = space
+        self.rng = rng
+        self.sorted = [np.sort(hp.sample_vector(N_TOTAL, seed=rng)).astype(float) for hp in space.values()]
+
+    def quantile(self, j: int, u: np.ndarray) -> np.ndarray:
+        """Vector values of hyperparameter ``j`` at probabilities ``u`` in [0, 1)."""
+        return self.sorted[j][np.minimum((np.asarray(u) * N_TOTAL).astype(int), N_TOTAL - 1)]
+
+    def sample(self, n: int) -> np.ndarray:
+        """``n`` latent vectors as a Latin hypercube: each prior's n equal-probability strata are hit once."""
+        u = qmc.LatinHypercube(d=len(self.space), seed=np.random.default_rng(self.rng.randint(2**31))).random(n)
+        return np.column_stack([self.quantile(j, u[:, j]) for j in range(len(self.space))])
+
+    def grid(self, name: str, grid_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Vector values representing the prior of ``name`` and their weights: every choice with its
+        probability, or the ``grid_size`` quantiles (k + 1/2) / K, equally weighted."""
+        hp = self.space[name]
+        if isinstance(hp, CategoricalHyperparameter):
+            return np.arange(hp.size, dtype=float), np.asarray(hp.probabilities, dtype=float)
+        if isinstance(hp, OrdinalHyperparameter):
+            return np.arange(hp.size, dtype=float), np.full(hp.size, 1.0 / hp.size)
+        j = list(self.space.keys()).index(name)
+        return self.quantile(j, (np.arange(grid_size) + 0.5) / grid_size), np.full(grid_size, 1.0 / grid_size)
+
+
+# -- the model ----------------------------------------------------------------------------------
+
+class ForestModel:
+    """The random forest over encoded γ (+ instance code); per-tree predictions marginalized over instances."""
+
+    def __init__(self, space: ConfigurationSpace, parameters: list[str], n_instances: int, n_trees: int,
+                 seed: int) -> None:
+        names = list(space.keys())
+        self.columns = [names.index(p) for p in parameters]
+        self.n_instances = n_instances
+        self.forest = RandomForestRegressor(n_estimators=n_trees, oob_score=True, random_state=seed, n_jobs=1)
+
+    def features(self, vectors: np.ndarray, instances: np.ndarray | None) -> np.ndarray:
+        X = np.nan_to_num(vectors[:, self.columns], nan=INACTIVE)
+        if self.n_instances:
+            X = np.column_stack([X, instances])
+        return X.astype(np.float32)
+
+    def fit(self, vectors: np.ndarray, instances: np.ndarray | None, y: np.ndarray) -> None:
+        with warnings.catch_warnings():  # with few trees some rows are in every bootstrap: R² from the others
+            warnings.filterwarnings("ignore", "Some inputs do not have OOB scores", UserWarning)
+            self.forest.fit(self.features(vectors, instances), y)
+
+    def per_tree(self, vectors: np.ndarray, instances: np.ndarray | None) -> np.ndarray:
+        """Predictions of every tree (n_trees × n) at the given (instance, vector) pairs."""
+        X = self.features(vectors, instances)
+        return np.stack([tree.predict(X) for tree in self.forest.estimators_])
+
+    def marginal(self, vectors: np.ndarray) -> np.ndarray:
+        """Per-tree f(γ) = mean over instances of the prediction (n_trees × n)."""
+        if not self.n_instances:
+            return self.per_tree(vectors, None)
+        m, n = self.n_instances, len(vectors)
+        preds = self.per_tree(np.repeat(vectors, m, axis=0), np.tile(np.arange(m), n))
+        return preds.reshape(len(preds), n, m).mean(axis=2)
+
+
+# -- fANOVA and local importance ----------------------------------------------------------------
+
+def _grid_means(model: ForestModel, space: ConfigurationSpace, base: np.ndarray, instances: np.ndarray | None,
+                columns: list[int], points: np.ndarray) -> np.ndarray:
+    """Per-tree mean of the prediction over ``base`` with ``columns`` set to each row of ``points`` (T × n_points)."""
+    n = len(base)
+    latent = np.tile(base, (len(points), 1))
+    latent[:, columns] = np.repeat(points, n, axis=0)
+    preds = model.per_tree(deactivate(space, latent), None if instances is None else np.tile(instances, len(points)))
+    return preds.reshape(len(preds), len(points), n).mean(axis=2)
+
+
+def fanova(model: ForestModel, prior: Prior, parameters: list[str], n_samples: int, grid_size: int,
+           pairs: bool) -> pd.DataFrame:
+    """Main (and pair) effects as fractions of Var f: mean and std over trees (see the module docstring)."""
+    space = prior.space
+    names = list(space.keys())
+    total = model.marginal(deactivate(space, prior.sample(N_TOTAL))).var(axis=1)
+    base = prior.sample(n_samples)
+    instances = (prior.rng.permutation(np.resize(np.arange(model.n_instances), n_samples))
+                 if model.n_instances else None)
+    grids = {p: prior.grid(p, grid_size) for p in parameters}
+    rows: list[tuple[str, str, np.ndarray]] = []
+    for p in parameters:
+        values, w = grids[p]
+        a = _grid_means(model, space, base, instances, [names.index(p)], values[:, None])
+        rows.append((p, "main", ((a - a @ w[:, None]) ** 2) @ w))
+    for p, q in itertools.combinations(parameters, 2) if pairs else ():
+        (vp, wp), (vq, wq) = grids[p], grids[q]
+        points = np.array(list(itertools.product(vp, vq)))
+        a = _grid_means(model, space, base, instances, [names.index(p), names.index(q)], points)
+        a = a.reshape(len(a), len(vp), len(vq))
+        row = a @ wq
+        col = np.einsum("tij,i->tj", a, wp)
+        grand = row @ wp
+        interaction = a - row[:, :, None] - col[:, None, :] + grand[:, None, None]
+        rows.append((f"{p} × {q}", "pair", np.einsum("tij,i,j->t", interaction ** 2, wp, wq)))
+    fractions = [np.divide(v, total, out=np.zeros_like(v), where=total > 0) for _, _, v in rows]
+    table = pd.DataFrame({"parameter": [r[0] for r in rows], "kind": [r[1] for r in rows],
+                          "importance": [f.mean() for f in fractions], "std": [f.std() for f in fractions]})
+    return table.sort_values(["kind", "importance"], ascending=[True, False], ignore_index=True)
+
+
+def local_importance(model: ForestModel, prior: Prior, parameters: list[str], incumbent: Mapping[str, Any],
+                     grid_size: int) -> pd.DataFrame:
+    """Local parameter importance around ``incumbent`` (see the module docstring)."""
+    space = prior.space
+    names = list(space.keys())
+    star = latent_vectors(space, [incumbent])[0]
+    active = ~np.isnan(deactivate(space, star[None])[0])
+    variances, listed = [], []
+    for p in parameters:
+        j = names.index(p)
+        if not active[j]:
+            continue
+        values = np.unique(np.append(prior.grid(p, grid_size)[0], star[j]))
+        latent = np.tile(star, (len(values), 1))
+        latent[:, j] = values
+        vectors = deactivate(space, latent)
+        allowed = [not any(clause.is_forbidden_vector(v) for clause in space.forbidden_clauses) for v in vectors]
+        variances.append(model.marginal(vectors[allowed]).var(axis=1))
+        listed.append(p)
+    if not listed:
+        return pd.DataFrame(columns=["parameter", "importance", "std"])
+    var = np.array(variances)  # parameters × trees
+    sums = var.sum(axis=0)
+    fractions = np.divide(var, sums, out=np.zeros_like(var), where=sums > 0)
+    table = pd.DataFrame({"parameter": listed, "importance": fractions.mean(axis=1), "std": fractions.std(axis=1)})
+    return table.sort_values("importance", ascending=False, ignore_index=True)
+
+
+def compute_importance(archive: pd.DataFrame, space: ConfigurationSpace, objective: str,
+                       incumbent: Mapping[str, Any], seed: int, n_trees: int = 100, *, pairs: bool = True,
+                       n_samples: int = 256, grid_size: int = 8, instance_column: str = "instance",
+                       provenance: Mapping[str, Any] | None = None) -> ImportanceResult:
+    """fANOVA and local importance of the archive's ``objective`` over ``space`` (γ in ``gamma.<name>`` columns).
+
+    ``incumbent`` is γ* (values of parameters outside ``space`` are ignored); ``provenance`` (e.g. the
+    archive's path and the restriction) is stored in the result's meta data.
+    """
+    if objective not in archive.columns:
+        raise UsageError(f"the archive has no column {objective!r}")
+    archive = archive[archive[objective].notna()]
+    if len(archive) < 2:
+        raise UsageError(f"the archive has {len(archive)} rows with an objective: too few to fit a model")
+    parameters = analyzed_parameters(space)
+    if not parameters:
+        raise UsageError("the space has no parameter that can take more than one value")
+    configs = [{name: row.get(GAMMA_PREFIX + name) for name in space.keys()}
+               for row in archive.to_dict(orient="records")]
+    vectors = deactivate(space, latent_vectors(space, configs))
+    instances, n_instances = None, 0
+    if instance_column in archive.columns:
+        codes, uniques = pd.factorize(archive[instance_column].astype(str))
+        instances, n_instances = codes.astype(float), len(uniques)
+    model = ForestModel(space, parameters, n_instances, n_trees, seed)
+    model.fit(vectors, instances, archive[objective].to_numpy(dtype=float))
+    prior = Prior(space, np.random.RandomState(seed))
+    meta = {**dict(provenance or {}), "objective": objective, "n_rows": len(archive),
+            "n_configurations": len({tuple(np.nan_to_num(v, nan=INACTIVE)) for v in vectors}),
+            "n_instances": n_instances, "parameters": parameters, "seed": seed, "n_trees": n_trees,
+            "oob_r2": float(model.forest.oob_score_), "n_samples": n_samples, "n_total": N_TOTAL,
+            "grid_size": grid_size, "pairs": pairs,
+            "incumbent": {k: v for k, v in incumbent.items() if k in parameters},
+            "method": "fANOVA (Hutter et al. 2014) by Monte Carlo over the space's prior with conditions, and "
+                      "local parameter importance (Biedenkapp et al. 2018) around the incumbent, on a random "
+                      "forest; mean and std over trees (see analysis/importance.py)"}
+    return ImportanceResult(fanova(model, prior, parameters, n_samples, grid_size, pairs),
+                            local_importance(model, prior, parameters, incumbent, grid_size), meta)
+
+
+# -- files --------------------------------------------------------------------------------------
+
+def write_importance(result: ImportanceResult, out_dir: Path) -> Path:
+    """Write ``<out_dir>/importance/{fanova,local}.{csv,png}`` and ``meta.json``; return that folder."""
+    from analysis.importance_plots import plot_fanova, plot_local
+
+    folder = Path(out_dir) / "importance"
+    atomic_write_text(folder / "fanova.csv", result.fanova.to_csv(index=False))
+    atomic_write_text(folder / "local.csv", result.local.to_csv(index=False))
+    atomic_write_text(folder / "meta.json", json.dumps(result.meta, indent=1, default=str) + "\n")
+    where = result.meta.get("restriction") or "design space"
+    plot_fanova(result.fanova, folder / "fanova.png", f"fANOVA of the meta-objective ({where})")
+    plot_local(result.local, folder / "local.png", f"Local parameter importance around γ* ({where})")
+    return folder
+
+
+def importance_for_study(study_output: Path, out_dir: Path | None = None, *, pairs: bool = True, seed: int = 1,
+                         n_trees: int = 100) -> tuple[ImportanceResult, Path]:
+    """Importance of a finished optimize stage: its archive, restricted space and γ*; written under ``out_dir``
+    (default: the study output). Returns the result and the folder written."""
+    from metaopt.study import load_study
+    from spaces.design_space import design_space
+    from spaces.restrictions import get_restriction
+
+    study_output = Path(study_output)
+    paths = {name: study_output / name for name in ("study.yaml", "meta/archive.csv", "meta/gamma_star.json")}
+    for path in paths.values():
+        if not path.exists():
+            raise UsageError(f"{path} not found: is {study_output} the output of a study's optimize stage?")
+    meta_spec = load_study(paths["study.yaml"]).spec.meta
+    if meta_spec is None:
+        raise UsageError(f"{paths['study.yaml']} has no 'meta' section: there is no meta-archive to analyse")
+    restriction = meta_spec.restriction
+    space = get_restriction(restriction).space() if restriction else design_space()
+    archive = pd.read_csv(paths["meta/archive.csv"])
+    incumbent = json.loads(paths["meta/gamma_star.json"].read_text())["config"]
+    result = compute_importance(archive, space, "objective", incumbent, seed, n_trees, pairs=pairs,
+                                provenance={"archive": str(paths["meta/archive.csv"]),
+                                            "gamma_star": str(paths["meta/gamma_star.json"]),
+                                            "restriction": restriction, "meta_objective": meta_spec.objective})
+    return result, write_importance(result, out_dir or study_output)

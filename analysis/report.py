@@ -1,0 +1,731 @@
+"""The design-analysis report of a study's output folder: one self-contained HTML file and a Markdown twin.
+
+``write_report(OUTPUT)`` reads what the stages stored and writes ``OUTPUT/report/``::
+
+    report.html         images embedded as data: URIs, tables as HTML, inline CSS
+    report.md           the same content; figures as files below
+    figures/*.png
+
+Sections (each only when its data exists): question, description, design and answer of the study;
+γ* (paper 004 Table 5 style) and the meta-archive's top configurations (Fig. 1); the held-out
+evaluation (table, anytime curves, box plots); Friedman + Nemenyi critical-difference diagrams
+at an intermediate and the full budget; cost versus accuracy for cost-aware studies; RYC/RTC when
+``eval/termination.csv`` (optimizer, instance, seed, ryc, rtc) exists; ablation paths
+(``ablation/<name>/``); parameter importance (``importance/``). The folder is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import numbers
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from analysis import figures
+from analysis.anytime import budget_grid, regret_at
+from analysis.figures import Figure
+from analysis.stats import average_ranks, rank_test, scores_by_instance
+from metaopt.budget import Budget
+from metaopt.errors import UsageError
+
+TOP_TABLE_ROWS = 20
+
+
+@dataclass(frozen=True)
+class Table:
+    caption: str
+    frame: pd.DataFrame  # cells already formatted as text
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[str | Table | Figure] = field(default_factory=list)  # str: a paragraph of text
+
+
+# -- reading the store --------------------------------------------------------------------------
+
+def _eval_dir(output: Path) -> Path:
+    """``OUTPUT/eval``; folders written before the eval/ subfolder existed keep runs at the top level."""
+    return output / "eval" if (output / "eval").is_dir() or not (output / "runs").is_dir() else output
+
+
+_SPEC = re.compile(r"^\s*(?P<number>\d+(\.\d*)?|\.\d+)\s*(?P<suffix>[a-z]*)\s*$")
+
+
+def _split(spec: str) -> tuple[float, str]:
+    """``30dc`` -> (30.0, "dc"); UsageError when ``spec`` is no budget."""
+    match = _SPEC.match(str(spec))
+    if not match:
+        Budget.parse(spec, 1)  # raises the usual "not understood" message
+        raise UsageError(f"budget {spec!r} is not understood")
+    return float(match["number"]), match["suffix"]
+
+
+def study_budget(spec: str, amount: float, unit: str) -> Budget:
+    """The study's budget on the report's budget axis, from a run's summary (its budget spec, amount, unit).
+
+    Full evaluations and cost units are used as they are. A typical-cost budget (``30dc``, ``100c``)
+    is resolved per instance into cost units; the report measures it in typical full-evaluation costs
+    (30 for ``30dc``: the factor d is kept in the label), scaling each run's cost alike.
+    """
+    number, suffix = _split(spec)
+    if suffix.endswith("c"):
+        return Budget(number, "typical_cost", spec)
+    return Budget(amount, unit, spec)
+
+
+@dataclass
+class Evaluation:
+    """Finished held-out runs: one summary row per run and each run's regret trace."""
+
+    runs: pd.DataFrame  # optimizer, instance, seed + the summary fields
+    traces: dict[tuple[str, str, int], pd.DataFrame]  # columns spent (on the budget axis), normalized_regret
+    configs: dict[str, dict[str, Any]]  # optimizer -> its configuration (peers: their description)
+    budget: Budget
+    n_failed: int
+
+    def regret_at(self, budget: Budget) -> pd.DataFrame:
+        """Per run: the incumbent's normalized regret after spending ``budget`` (NaN before the first evaluation)."""
+        rows = [{"optimizer": o, "instance": i, "seed": s,
+                 "regret": regret_at(t["spent"].to_numpy(), t["normalized_regret"].to_numpy(),
+                                     np.array([budget.amount]))[0] if len(t) else math.nan}
+                for (o, i, s), t in self.traces.items()]
+        return pd.DataFrame(rows)
+
+
+def _study_optimizers(study: dict[str, Any]) -> set[str] | None:
+    """Names of the optimizers the study evaluates (names or variants' names); None if it does not say."""
+    listed = (study.get("evaluation") or {}).get("optimizers")
+    if not listed:
+        return None
+    return {str(item["name"]) if isinstance(item, dict) else str(item) for item in listed}
+
+
+def load_evaluation(output: Path, study: dict[str, Any]) -> Evaluation | None:
+    """The finished runs under ``eval/runs`` of the study's optimizers (None when there are none).
+
+    Runs of other optimizers, e.g. the full-budget twins behind RYC/RTC, stay out of the comparison.
+    """
+    runs_dir = _eval_dir(output) / "runs"
+    wanted = _study_optimizers(study)
+    rows, traces, configs, budget = [], {}, {}, None
+    for path in sorted(runs_dir.glob("*/*/seed-*/summary.json")):
+        optimizer, instance, seed = path.parts[-4], path.parts[-3], int(path.parts[-2].removeprefix("seed-"))
+        if wanted is not None and optimizer not in wanted:
+            continue
+        summary = json.loads(path.read_text())
+        budget = budget or study_budget(str(summary["budget_spec"]), float(summary["budget"]), summary["budget_unit"])
+        configs.setdefault(optimizer, summary.get("config") or {})
+        rows.append({"optimizer": optimizer, "instance": instance, "seed": seed,
+                     **{k: v for k, v in summary.items() if k not in ("config", "reference", "instance", "seed")}})
+        trace = pd.read_csv(path.parent / "trace.csv", usecols=["budget_used", "cost_used", "normalized_regret"])
+        spent = trace["budget_used"] if budget.unit == "full_evals" else trace["cost_used"]
+        if budget.unit == "typical_cost":
+            spent = spent * budget.amount / float(summary["budget"])
+        traces[(optimizer, instance, seed)] = pd.DataFrame({"spent": spent, "normalized_regret":
+                                                            trace["normalized_regret"]})
+    if not rows:
+        return None
+    failed = sum(1 for p in runs_dir.glob("*/*/seed-*/failed.json") if not (p.parent / "summary.json").exists())
+    return Evaluation(pd.DataFrame(rows), traces, configs, budget, failed)
+
+
+def parse_budget(spec: str, total: Budget) -> Budget:
+    """A budget given like the study's (``10d``, ``70``, ``3600s``, ``10dc``), checked against the study's ``total``."""
+    number, suffix = _split(spec)
+    total_number, total_suffix = _split(total.spec)
+    if total.unit == "typical_cost" or suffix.endswith("c"):
+        if suffix != total_suffix:
+            raise UsageError(f"--budgets: {spec} must be in the unit of the study's budget {total.spec}")
+        budget = Budget(number, total.unit, spec)
+    elif suffix == "d":
+        if total_suffix != "d":
+            raise UsageError(f"--budgets: {spec} is in units of d, but the study's budget {total.spec} is not")
+        budget = Budget.parse(spec, total.amount / total_number)
+    else:
+        budget = Budget.parse(spec, 1)
+    if budget.unit != total.unit or budget.amount > total.amount * (1 + 1e-9):
+        raise UsageError(f"--budgets: {spec} must be in the unit of the study's budget and at most {total.spec}")
+    return budget
+
+
+def report_budgets(study: dict[str, Any], total: Budget, requested: list[str] | None) -> list[Budget]:
+    """The budgets of box plots and CD diagrams: ``requested``, else the study's report_budgets, else
+    25 % of the budget; the full budget always comes last."""
+    specs = requested if requested else (study.get("evaluation") or {}).get("report_budgets") or []
+    budgets = [parse_budget(str(s), total) for s in specs]
+    if not budgets or all(b.amount == total.amount for b in budgets):
+        number, suffix = _split(total.spec)
+        budgets.append(Budget(total.amount / 4, total.unit, f"{number / 4:g}{suffix}"))
+    budgets = sorted({b.amount: b for b in budgets if b.amount < total.amount}.values(), key=lambda b: b.amount)
+    return budgets + [total]
+
+
+# -- formatting ---------------------------------------------------------------------------------
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def fmt(value: Any) -> str:
+    """Table cell text: floats to 3 significant digits (no exponent below a million), missing values as a dash."""
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return "—"
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.0f}" if 1e3 <= abs(value) < 1e6 else f"{value:.3g}"
+    return str(value)
+
+
+def _count_of(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _text_table(df: pd.DataFrame) -> pd.DataFrame:
+    return df.map(fmt).astype(str)
+
+
+# -- sections -----------------------------------------------------------------------------------
+
+def study_section(study: dict[str, Any], output: Path, evaluation: Evaluation | None,
+                  archive: pd.DataFrame | None) -> Section:
+    """Question, description, design and answer of the study."""
+    section = Section("Study")
+    if study.get("question"):
+        section.blocks.append(f"Question: {str(study['question']).strip()}")
+    if study.get("description"):
+        section.blocks.append(str(study["description"]).strip())
+    design = [f"Benchmark {study.get('benchmark')}, budget {study.get('budget', '30d')} per optimizer run."]
+    meta = study.get("meta")
+    if meta is not None:
+        training = f"{archive['instance'].nunique()} " if archive is not None else ""
+        design.append(f"Meta-optimization: SMAC over {training}training instances, {meta.get('trials', 100)} trials "
+                      f"per meta-seed, "
+                      f"meta-seeds {meta.get('seeds', 1)}, design space {meta.get('restriction') or 'full'}, "
+                      f"objective {meta.get('objective', 'regret')}.")
+    ev = study.get("evaluation") or {}
+    if evaluation is not None:
+        runs = evaluation.runs
+        design.append(f"Held-out evaluation: {runs['optimizer'].nunique()} optimizers "
+                      f"({', '.join(sorted(runs['optimizer'].unique()))}) × {runs['instance'].nunique()} instances × "
+                      f"{_count_of(runs['seed'].nunique(), 'seed')} = {len(runs)} finished runs"
+                      + (f", {evaluation.n_failed} failed" if evaluation.n_failed else "") + ".")
+    elif ev:
+        design.append(f"Held-out evaluation of {', '.join(map(str, ev.get('optimizers', [])))}: no finished run yet.")
+    section.blocks.append("Design: " + " ".join(design))
+    answer_file = output / "answer.md"
+    answer = answer_file.read_text().strip() if answer_file.exists() else str(study.get("answer") or "").strip()
+    if answer:
+        section.blocks.append(f"Answer: {answer}")
+    return section
+
+
+def _design_configs(evaluation: Evaluation | None) -> dict[str, dict[str, Any]]:
+    """Evaluated optimizers that are points of the design space (peers describe themselves with 'peer')."""
+    if evaluation is None:
+        return {}
+    return {name: cfg for name, cfg in sorted(evaluation.configs.items()) if cfg and "peer" not in cfg}
+
+
+def _archive_configs(archive: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration (index: hash) of the meta-archive, one column per parameter."""
+    columns = [c for c in archive.columns if c.startswith("gamma.")]
+    configs = archive.drop_duplicates("hash").set_index("hash")[columns]
+    return configs.rename(columns=lambda c: c.removeprefix("gamma."))
+
+
+def _per_seed_winners(archive: pd.DataFrame) -> list[dict[str, Any]]:
+    """γ* chosen by the stage's rule within each meta-seed's trials alone (Table 5's brackets)."""
+    from metaopt.meta import choose_gamma_star
+
+    configs = _archive_configs(archive)
+    winners = []
+    for _, trials in archive.groupby("meta_seed"):
+        rows = [{"hash": h, "gamma": configs.loc[h].dropna().to_dict()} for h in trials["hash"].unique()]
+        winners.append(choose_gamma_star(trials, list(trials["instance"].unique()), rows)["config"])
+    return winners
+
+
+def _forced_parameters(restriction: str | None) -> set[str]:
+    """Parameters a restriction fixes (constants, single choices) or derives (tied): Table 5's "(!)"."""
+    if not restriction:
+        return set()
+    from ConfigSpace import Constant
+
+    from spaces.design_space import design_space
+    from spaces.restrictions import get_restriction
+
+    space = get_restriction(restriction).space()
+    free = {hp.name for hp in space.values()
+            if len(getattr(hp, "choices", (0, 1))) > 1 and not isinstance(hp, Constant)}
+    return set(design_space()) - free
+
+
+def _shown(param: str, value: Any) -> tuple[str, Any]:
+    """Log-parameters (``log_*``) are shown as their values."""
+    if param.startswith("log_") and _is_number(value):
+        return param.removeprefix("log_"), math.exp(value)
+    return param, value
+
+
+def _cell(values: list[Any]) -> str:
+    """First value, then in brackets the range (numbers) or the other levels found in individual meta-seeds."""
+    head, rest = values[0], values[1:]
+    if not rest:
+        return fmt(head)
+    if all(_is_number(v) for v in values):
+        low, high = min(values), max(values)
+        return fmt(head) + (f" [{fmt(low)}, {fmt(high)}]" if low != high else "")
+    others = sorted({fmt(v) for v in rest} - {fmt(head)})
+    return fmt(head) + (f" [{', '.join(others)}]" if others else "")
+
+
+def gamma_table(study: dict[str, Any], star: dict[str, Any] | None, archive: pd.DataFrame | None,
+                evaluation: Evaluation | None) -> Table | None:
+    """Paper 004 Table 5 style: rows = parameters, columns = γ* of this study and the evaluated presets."""
+    from spaces.design_space import design_space
+
+    columns: dict[str, list[dict[str, Any]]] = {}
+    name = study.get("name", "study")
+    if star is not None:
+        winners = _per_seed_winners(archive) if archive is not None and archive["meta_seed"].nunique() > 1 else []
+        columns[f"γ* ({name}, {study.get('benchmark')})"] = [star["config"]] + winners
+    columns.update({opt: [cfg] for opt, cfg in _design_configs(evaluation).items() if opt != "gamma_star"
+                    or star is None})
+    if not columns:
+        return None
+    order = list(design_space())
+    params = sorted({p for configs in columns.values() for p in configs[0]},
+                    key=lambda p: (order.index(p) if p in order else len(order), p))
+    forced = _forced_parameters((study.get("meta") or {}).get("restriction")) if star is not None else set()
+    rows = []
+    for param in params:
+        row = {"parameter": _shown(param, 0.0)[0]}
+        for column, configs in columns.items():
+            values = [_shown(param, c[param])[1] for c in configs if param in c]
+            row[column] = "—" if param not in configs[0] else _cell(values) + (
+                " (!)" if column.startswith("γ*") and param in forced else "")
+        rows.append(row)
+    brackets = (" Brackets: range (numbers) or other values (categories) of the configuration each "
+                "meta-seed would have chosen alone." if star is not None and archive is not None
+                and archive["meta_seed"].nunique() > 1 else "")
+    caption = (f"Configurations as points of the design space (γ*: mean meta-objective "
+               f"{fmt(star['mean_objective'])} on {star['n_instances']} training instances, chosen among "
+               f"{star['n_configurations']} configurations in {star['n_trials']} SMAC trials)." if star else
+               "Evaluated presets as points of the design space.")
+    caption += brackets + (" (!): fixed or derived by the restriction." if forced else "") + \
+        " log_* parameters are shown as their values (e.g. eta_fid = exp(log_eta_fid)); — : inactive."
+    return Table(caption, pd.DataFrame(rows))
+
+
+def _surrogate_scores(archive: pd.DataFrame, configs: pd.DataFrame, space) -> pd.Series:
+    """Each configuration's mean objective over all training instances as a random forest predicts it
+    from (γ on its unit scale, instance): configurations seen on few instances are compared fairly."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    encoded = pd.DataFrame({p: figures.unit_position(configs[p], space[p] if p in space else None)[0]
+                            for p in configs.columns}, index=configs.index).fillna(-1.0)
+    instances = sorted(archive["instance"].astype(str).unique())
+    onehot = pd.get_dummies(pd.Categorical(archive["instance"].astype(str), categories=instances), dtype=float)
+    X = np.hstack([encoded.loc[archive["hash"]].to_numpy(), onehot.to_numpy()])
+    forest = RandomForestRegressor(n_estimators=200, min_samples_leaf=2, random_state=0).fit(X, archive["objective"])
+    one_instance = np.eye(len(instances))
+    predictions = [forest.predict(np.hstack([encoded.to_numpy(), np.tile(one_instance[i], (len(encoded), 1))]))
+                   for i in range(len(instances))]
+    return pd.Series(np.mean(predictions, axis=0), index=encoded.index)
+
+
+def meta_section(study: dict[str, Any], output: Path, evaluation: Evaluation | None) -> Section | None:
+    """γ* (Table 5 style) and the beeswarm of the meta-archive's top configurations (Fig. 1)."""
+    from spaces.design_space import design_space
+
+    archive_path, star_path = output / "meta" / "archive.csv", output / "meta" / "gamma_star.json"
+    archive = pd.read_csv(archive_path) if archive_path.exists() else None
+    star = json.loads(star_path.read_text()) if star_path.exists() else None
+    table = gamma_table(study, star, archive, evaluation)
+    if table is None:
+        return None
+    title = "Meta-optimization: γ* and the configurations compared" if star else "Configurations compared"
+    section = Section(title, [table])
+    if archive is not None and archive["hash"].nunique() >= 5:
+        space = design_space()
+        configs = _archive_configs(archive)
+        scores = _surrogate_scores(archive, configs, space)
+        k = min(80, max(10, len(configs) // 5))
+        top = configs.loc[scores.sort_values(kind="stable").index[:k]]
+        varied = [p for p in top.columns if p in space and top[p].dropna().astype(str).nunique() > 1]
+        fixed = [f"{p} = {fmt(top[p].dropna().iloc[0])}" for p in top.columns
+                 if p in space and p not in varied and top[p].notna().any()]
+        caption = (f"Top {len(top)} of {len(configs)} configurations of the meta-archive ({len(archive)} SMAC trials "
+                   f"on {archive['instance'].nunique()} training instances, {archive['meta_seed'].nunique()} "
+                   f"meta-seeds), ranked by a random forest's predicted mean objective over all training instances; "
+                   f"each parameter on [0, 1] of its design-space range (log scale where it is log), its bounds or "
+                   f"levels written above the points. Red diamond: γ*."
+                   + (f" Same in all shown configurations: {', '.join(fixed)}." if fixed else ""))
+        highlight = star["config"] if star else {}
+        section.blocks.append(figures.beeswarm(top[varied], highlight, space, caption))
+    return section
+
+
+def _base_caption(study: dict[str, Any], runs: pd.DataFrame, budget: Budget) -> str:
+    shown = (f"{budget.spec} (in typical full-evaluation costs of each instance)" if budget.unit == "typical_cost"
+             else str(budget))
+    return (f"{study.get('benchmark')}: {runs['instance'].nunique()} held-out instances × "
+            f"{_count_of(runs['seed'].nunique(), 'seed')}, budget {shown}, {runs['optimizer'].nunique()} optimizers")
+
+
+def anytime_curves(evaluation: Evaluation, scenario: str) -> pd.DataFrame:
+    """Seed-averaged regret per optimizer and instance on a log grid from the latest first evaluation to B."""
+    first = max(float(t["spent"].iloc[0]) for t in evaluation.traces.values() if len(t))
+    grid = budget_grid(first, evaluation.budget.amount)
+    frames = [pd.DataFrame({"optimizer": o, "instance": i, "seed": s, "budget": grid,
+                            "regret": regret_at(t["spent"].to_numpy(), t["normalized_regret"].to_numpy(), grid)})
+              for (o, i, s), t in evaluation.traces.items() if len(t)]
+    curves = pd.concat(frames, ignore_index=True)
+    curves = curves.groupby(["optimizer", "instance", "budget"], as_index=False)["regret"].mean()
+    return curves.assign(scenario=scenario)
+
+
+def _summary_table(runs: pd.DataFrame, scores: dict[str, pd.DataFrame], total: Budget, base: str) -> Table:
+    """Mean ± s.e. of the regret at each budget, mean rank at the full budget, runs and wall time per optimizer."""
+    final = scores.get(total.spec, pd.DataFrame())
+    summary = pd.DataFrame(index=sorted(runs["optimizer"].unique()))
+    for label, table in scores.items():
+        summary[f"regret@{label}"] = [f"{table[o].mean():.4f} ± {table[o].sem():.4f}" if o in table else "—"
+                                      for o in summary.index]
+    ranks = average_ranks(final) if len(final) else pd.Series(dtype=float)
+    summary[f"mean rank@{total.spec}"] = [fmt(ranks.get(o, math.nan)) for o in summary.index]
+    summary["runs"] = runs.groupby("optimizer").size().astype(str)
+    summary["wall time per run (s)"] = runs.groupby("optimizer")["wall_time_s"].mean().map(fmt)
+    summary = summary.loc[final.mean().sort_values(kind="stable").index.union(summary.index, sort=False)]
+    return Table(f"Mean normalized regret ± 1 s.e. over the instances every optimizer finished (mean over seeds per "
+                 f"instance) at budgets {', '.join(scores)}; mean rank over instances (1 = best) at the full budget. "
+                 f"{base}.", summary.reset_index(names="optimizer"))
+
+
+def evaluation_sections(study: dict[str, Any], output: Path, evaluation: Evaluation, budgets: list[Budget],
+                        alpha: float) -> list[Section]:
+    """The held-out evaluation (table, anytime, box plots), its statistical comparison, cost and termination."""
+    runs, total = evaluation.runs, evaluation.budget
+    palette = figures.optimizer_palette(runs["optimizer"].unique())
+    base = _base_caption(study, runs, total)
+    scores = {b.spec: scores_by_instance(evaluation.regret_at(b), "regret") for b in budgets}
+    scores = {label: table for label, table in scores.items() if len(table)}  # drop budgets before a first evaluation
+    x_label = {"full_evals": "budget spent (full-evaluation equivalents)", "cost": "cost spent (seconds)",
+               "typical_cost": "cost spent (typical full-evaluation costs of the instance"
+                               + (" × d)" if total.spec.endswith("dc") else ")")}[total.unit]
+    held_out = Section("Held-out evaluation", [_summary_table(runs, scores, total, base), figures.anytime(
+        anytime_curves(evaluation, str(study.get("benchmark"))), palette, x_label,
+        f"Mean normalized regret of the incumbent vs budget spent (log axis): mean over seeds per instance, then "
+        f"mean ± 1 s.e. over instances. {base}.")])
+    if scores:
+        held_out.blocks.append(figures.final_boxplots(
+            scores, palette, f"Normalized regret per instance (mean over seeds) at budgets {', '.join(scores)}; "
+                             f"boxes: quartiles, whiskers: 1.5 IQR, dots: instances. {base}."))
+
+    comparison = Section("Statistical comparison (Friedman test, Nemenyi post-hoc)", [
+        "Optimizers are ranked on each instance (1 = lowest seed-mean regret); the Friedman test asks whether "
+        "their average ranks differ at all, and two optimizers differ significantly (Nemenyi) when their average "
+        "ranks differ by at least the critical difference CD. Bars join optimizers that do not. The post-hoc "
+        f"comparison is only meaningful where the Friedman test rejects (α = {alpha:g})."])
+    for label, table in scores.items():
+        if table.shape[1] < 3 or len(table) < 2:
+            comparison.blocks.append(f"Budget {label}: not tested; the Friedman test needs at least 3 optimizers "
+                                     f"and 2 instances (here {table.shape[1]} and {len(table)}).")
+            continue
+        test = rank_test(table, alpha)
+        comparison.blocks.append(figures.cd_diagram(
+            test, f"cd_{label}", f"Critical differences at budget {label}",
+            f"Average ranks at budget {label} ({'full budget' if label == total.spec else 'intermediate'}); "
+            f"{test.describe()}. {base}."))
+    sections = [held_out, comparison]
+    cost = cost_section(output, evaluation, palette, base)
+    if cost is not None:
+        sections.append(cost)
+    return sections
+
+
+def _cost_aware(output: Path, evaluation: Evaluation) -> bool:
+    """A budget in cost units, a cost-aware comparison (``eval/cost.csv``), or an evaluated configuration
+    that models cost (its cost_model is active)."""
+    return (evaluation.budget.unit in ("cost", "typical_cost") or (_eval_dir(output) / "cost.csv").exists()
+            or any("cost_model" in cfg for cfg in _design_configs(evaluation).values()))
+
+
+def _mean_se(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Columns ``c`` and ``c_se`` shown together as "mean ± s.e."."""
+    shown = table.drop(columns=[f"{c}_se" for c in columns])
+    for c in columns:
+        shown[c] = [f"{m:.3f} ± {e:.3f}" for m, e in zip(table[c], table[f"{c}_se"])]
+    return _text_table(shown)
+
+
+def cost_section(output: Path, evaluation: Evaluation, palette: dict, base: str) -> Section | None:
+    """Cost versus accuracy (cost-aware studies) and RYC/RTC (``eval/termination.csv``), when they apply."""
+    section = Section("Cost and automatic termination")
+    if _cost_aware(output, evaluation):
+        runs = evaluation.runs
+        relative = runs["cost_used"] / runs.groupby("instance")["cost_used"].transform("median")
+        per_instance = runs.assign(relative=relative).groupby(["optimizer", "instance"])[
+            ["relative", "normalized_regret"]].mean()
+        grouped = per_instance.groupby("optimizer")
+        points = pd.DataFrame({"cost": grouped["relative"].mean(), "cost_se": grouped["relative"].sem(),
+                               "regret": grouped["normalized_regret"].mean(),
+                               "regret_se": grouped["normalized_regret"].sem()}).reset_index()
+        section.blocks.append(figures.cost_accuracy(points.fillna(0.0), palette, (
+            f"Cost spent per run (relative to the median over all runs on the instance, so that instances of "
+            f"different cost weigh alike) vs final normalized regret: mean over seeds per instance, then mean ± 1 "
+            f"s.e. over instances. {base}.")))
+    cost_path = _eval_dir(output) / "cost.csv"
+    if cost_path.exists():
+        section.blocks.append(Table(
+            "Cost-aware comparison (eval/cost.csv): per instance, the reference optimizer's median cost fixes the "
+            "equal cost budget and its median final loss the target; regret at equal cost and the share of runs "
+            "reaching the target are mean ± s.e. over instances, the cost to reach it is the median over the runs "
+            f"that do, as a multiple of the equal cost budget. {base}.",
+            _mean_se(pd.read_csv(cost_path), ["regret_at_cost", "reached"])))
+    termination_path = _eval_dir(output) / "termination.csv"
+    if termination_path.exists():
+        table = pd.read_csv(termination_path)
+        what = (f"each run stopped by its stopping rule against the same γ, instance and seed run to the full "
+                f"budget; mean ± 1 s.e. over instances (seeds averaged). {base}.")
+        section.blocks += [
+            figures.termination_bars(table, palette, "RYC (paper 002 Eq. 11: relative change of the final loss; "
+                                                     "negative: stopping made it worse) and RTC (Eq. 12: share of "
+                                                     f"the full run's cost saved) of {what}"),
+            Table(f"Automatic termination (eval/termination.csv): RYC, RTC (rtc_budget: in budget instead of cost), "
+                  f"share of runs stopped early, final regrets of the stopped and the full runs, of {what}",
+                  _mean_se(table, [c for c in ("ryc", "rtc", "rtc_budget", "stopped", "regret_stopped",
+                                               "regret_full") if f"{c}_se" in table]))]
+    return section if section.blocks else None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _count(value: Any) -> Any:
+    return len(value) if isinstance(value, list) else value
+
+
+def _ablation_caption(meta: dict[str, Any]) -> str:
+    """What an ablation compared and how it estimated, from its meta.json."""
+    source, target = (meta.get(k, {}).get("name", k) for k in ("source", "target"))
+    if meta.get("estimator") == "evaluated":
+        how = (f"each candidate run on {_count(meta.get('instances'))} instances × {_count(meta.get('seeds'))} seeds "
+               f"at budget {meta.get('budget')}; mean normalized regret ± s.e. over instances")
+    else:
+        forest = meta.get("surrogate") or {}
+        how = (f"random-forest prediction of the meta-objective from the meta-archive ({forest.get('n_rows')} trials, "
+               f"out-of-bag R² {fmt(forest.get('oob_r2'))}) over {_count(meta.get('instances'))} training instances")
+    return f"{source} → {target} on {meta.get('benchmark')}; {how}."
+
+
+def _importance_caption(meta: dict[str, Any]) -> str:
+    """How the importance was estimated, from its meta.json."""
+    if not meta:
+        return ""
+    return (f"Random forest ({meta.get('n_trees')} trees, out-of-bag R² {fmt(meta.get('oob_r2'))}) on "
+            f"{meta.get('n_rows')} meta-archive trials ({meta.get('n_configurations')} configurations, "
+            f"{meta.get('n_instances')} training instances); mean ± std over trees.")
+
+
+def _stored_figure(path: Path, name: str, title: str, caption: str) -> Figure | None:
+    return Figure(name, title, caption, path.read_bytes()) if path.exists() else None
+
+
+def _csv_table(path: Path, caption: str, limit: int | None = None) -> Table | None:
+    if not path.exists():
+        return None
+    df = pd.read_csv(path)
+    if limit is not None and len(df) > limit:
+        caption += f" First {limit} of {len(df)} rows."
+        df = df.head(limit)
+    return Table(caption, _text_table(df))
+
+
+def _fanova_table(path: Path, caption: str, top_pairs: int = 10) -> Table | None:
+    """All main effects, then the largest pairwise interactions."""
+    if not path.exists():
+        return None
+    df = pd.read_csv(path)
+    pairs = df[df["kind"] == "pair"]
+    if len(pairs) > top_pairs:
+        caption += f" Only the {top_pairs} largest of {len(pairs)} pairwise interactions."
+    shown = pd.concat([df[df["kind"] == "main"], pairs.sort_values("importance", ascending=False).head(top_pairs)])
+    return Table(caption, _text_table(shown))
+
+
+ABLATION_VARIANTS = {
+    "path": ("Greedy ablation path", "each step flips the remaining difference that helps most"),
+    "ofat": ("One factor at a time", "each difference applied alone to the source"),
+    "loco": ("Leave one component out", "each component of the target reverted to the source's"),
+}
+
+
+def ablation_sections(output: Path) -> list[Section]:
+    """One section per ``ablation/<name>/``: each variant's plot and table (path, ofat, loco) that exists."""
+    sections = []
+    for folder in sorted(p for p in (output / "ablation").glob("*") if p.is_dir()):
+        caption = _ablation_caption(_read_json(folder / "meta.json"))
+        blocks: list[Figure | Table | None] = []
+        for variant, (title, explain) in ABLATION_VARIANTS.items():
+            blocks += [_stored_figure(folder / f"{variant}.png", f"ablation_{folder.name}_{variant}", title,
+                                      f"{title} ({explain}): {caption}"),
+                       _csv_table(folder / f"{variant}.csv", f"{title} ({explain}); share = part of the total change "
+                                                             f"from source to target. {caption}", TOP_TABLE_ROWS)]
+        blocks = [b for b in blocks if b is not None]
+        if blocks:
+            sections.append(Section(f"Ablation: {folder.name}", blocks))
+    return sections
+
+
+def importance_section(output: Path) -> Section | None:
+    """fANOVA and local parameter importance from ``importance/``, when present."""
+    folder = output / "importance"
+    caption = _importance_caption(_read_json(folder / "meta.json"))
+    blocks = [_stored_figure(folder / "fanova.png", "importance_fanova", "fANOVA importance",
+                             f"fANOVA: share of the meta-objective's variance explained by each parameter (main "
+                             f"effects) and pair of parameters. {caption}"),
+              _fanova_table(folder / "fanova.csv", f"fANOVA importance ± std. {caption}"),
+              _stored_figure(folder / "local.png", "importance_local", "Local importance around γ*",
+                             f"Local parameter importance: share of the variance of the objective when one "
+                             f"parameter of γ* varies at a time. {caption}"),
+              _csv_table(folder / "local.csv", f"Local importance ± std. {caption}", TOP_TABLE_ROWS)]
+    blocks = [b for b in blocks if b is not None]
+    return Section("Parameter importance", blocks) if blocks else None
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1100px; margin: 2em auto;
+       padding: 0 1em; color: #222; line-height: 1.45; }
+h1 { border-bottom: 2px solid #4c72b0; padding-bottom: .2em; }
+h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: .5em 0; font-size: .9em; }
+th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: left; }
+th { background: #eef2f8; }
+tr:nth-child(even) td { background: #fafafa; }
+figure { margin: 1.5em 0; }
+figure img { max-width: 100%; }
+.caption, figcaption { font-size: .9em; color: #444; font-style: italic; }
+"""
+
+
+def _paragraphs_html(text: str) -> str:
+    return "".join(f"<p>{html.escape(p.strip())}</p>" for p in text.split("\n\n") if p.strip())
+
+
+def render_html(title: str, sections: list[Section]) -> str:
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
+    for section in sections:
+        parts.append(f"<h2>{html.escape(section.title)}</h2>")
+        for block in section.blocks:
+            if isinstance(block, str):
+                parts.append(_paragraphs_html(block))
+            elif isinstance(block, Table):
+                parts.append(f"<p class='caption'>{html.escape(block.caption)}</p>"
+                             + block.frame.to_html(index=False, border=0, escape=True))
+            else:
+                data = base64.b64encode(block.png).decode()
+                parts.append(f"<figure><img alt='{html.escape(block.title)}' src='data:image/png;base64,{data}'>"
+                             f"<figcaption><b>{html.escape(block.title)}.</b> {html.escape(block.caption)}"
+                             f"</figcaption></figure>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def render_markdown(title: str, sections: list[Section]) -> str:
+    from metaopt.evaluation import markdown_table
+
+    lines = [f"# {title}", ""]
+    for section in sections:
+        lines += [f"## {section.title}", ""]
+        for block in section.blocks:
+            if isinstance(block, str):
+                lines += [block, ""]
+            elif isinstance(block, Table):
+                lines += [f"*{block.caption}*", "", markdown_table(block.frame), ""]
+            else:
+                lines += [f"![{block.title}](figures/{block.name}.png)", "", f"*{block.title}.* {block.caption}", ""]
+    return "\n".join(lines)
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+def build_sections(output: Path, alpha: float = 0.05, budgets: list[str] | None = None) -> tuple[str, list[Section]]:
+    """The report's title and sections from what ``output`` holds."""
+    if not output.is_dir():
+        raise UsageError(f"no such output folder: {output}")
+    study_file = output / "study.yaml"
+    if not study_file.exists():
+        raise UsageError(f"{output} holds no study results (no study.yaml; run `metaopt study run STUDY` first)")
+    study = yaml.safe_load(study_file.read_text()) or {}
+    evaluation = load_evaluation(output, study)
+    archive_path = output / "meta" / "archive.csv"
+    if evaluation is None and not archive_path.exists():
+        raise UsageError(f"{output} holds no finished runs yet (no eval/runs/*/*/seed-*/summary.json, "
+                         f"no meta/archive.csv)")
+    archive = pd.read_csv(archive_path) if archive_path.exists() else None
+    sections = [study_section(study, output, evaluation, archive)]
+    meta = meta_section(study, output, evaluation)
+    if meta is not None:
+        sections.append(meta)
+    if evaluation is not None:
+        chosen = report_budgets(study, evaluation.budget, budgets)
+        sections += evaluation_sections(study, output, evaluation, chosen, alpha)
+    sections += ablation_sections(output)
+    importance = importance_section(output)
+    if importance is not None:
+        sections.append(importance)
+    return f"Study report: {study.get('name', output.name)}", sections
+
+
+def write_report(output: Path, alpha: float = 0.05, budgets: list[str] | None = None) -> Path:
+    """Build the report and replace ``output/report`` with it atomically; returns that folder.
+
+    The study's answer (``answer.md``, :mod:`analysis.answer`) is regenerated from the stored
+    results first, so the report never shows a stale one.
+    """
+    from analysis.answer import write_answer
+
+    write_answer(Path(output), alpha)
+    title, sections = build_sections(Path(output), alpha, budgets)
+    target = Path(output) / "report"
+    staging = Path(tempfile.mkdtemp(dir=output, prefix=".report-"))
+    try:
+        (staging / "figures").mkdir()
+        for block in (b for s in sections for b in s.blocks if isinstance(b, Figure)):
+            (staging / "figures" / f"{block.name}.png").write_bytes(block.png)
+        (staging / "report.html").write_text(render_html(title, sections))
+        (staging / "report.md").write_text(render_markdown(title, sections))
+        old = None
+        if target.exists():
+            old = Path(tempfile.mkdtemp(dir=output, prefix=".report-old-"))
+            target.rename(old / "report")
+        staging.rename(target)
+        if old is not None:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target

@@ -1,0 +1,104 @@
+"""Comparing optimizers over instances: average ranks, the Friedman test and the Nemenyi post-hoc test.
+
+Demšar (2006), "Statistical comparisons of classifiers over multiple data sets", Sec. 3.2.2:
+rank the k optimizers on each of the N instances (1 = lowest regret, ties get the mean rank),
+test with Friedman's χ² whether the average ranks differ at all, and call two optimizers
+significantly different when their average ranks differ by at least the critical difference
+CD = q_α · sqrt(k(k+1) / (6N)), q_α being the studentized range quantile / √2.
+
+The Nemenyi CD is implemented here (a few lines with ``scipy.stats.studentized_range``) rather
+than taken from scikit-posthocs: that package does not expose the critical difference (its
+``posthoc_nemenyi_friedman`` gives pairwise p-values and its diagram joins optimizers by those),
+and it would add statsmodels, patsy and formulaic to the dependencies for this one formula.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+
+def scores_by_instance(per_run: pd.DataFrame, value: str) -> pd.DataFrame:
+    """Instances × optimizers table of ``value`` averaged over seeds; instances some optimizer lacks are dropped."""
+    per_instance = per_run.groupby(["instance", "optimizer"])[value].mean().unstack("optimizer")
+    return per_instance.dropna(axis=0, how="any")
+
+
+def average_ranks(scores: pd.DataFrame) -> pd.Series:
+    """Mean rank of each optimizer (column) over instances (rows); lower scores rank first, ties share ranks."""
+    return scores.rank(axis=1, method="average").mean(axis=0).sort_values(kind="stable")
+
+
+def friedman(scores: pd.DataFrame) -> tuple[float, float]:
+    """Friedman's χ² statistic (with scipy's tie correction) and its p-value; needs at least 3 optimizers.
+
+    When every instance ties all optimizers the statistic is undefined: (NaN, 1.0).
+    """
+    if scores.shape[1] < 3:
+        raise ValueError("the Friedman test needs at least 3 optimizers")
+    if (scores.nunique(axis=1) == 1).all():
+        return math.nan, 1.0
+    result = stats.friedmanchisquare(*(scores[c].to_numpy() for c in scores.columns))
+    return float(result.statistic), float(result.pvalue)
+
+
+def nemenyi_critical_difference(k: int, n: int, alpha: float = 0.05) -> float:
+    """CD = q_α · sqrt(k(k+1) / (6N)) for k optimizers on N instances (Demšar 2006, Eq. 5)."""
+    q_alpha = stats.studentized_range.ppf(1 - alpha, k, np.inf) / math.sqrt(2)
+    return float(q_alpha * math.sqrt(k * (k + 1) / (6 * n)))
+
+
+def nemenyi_groups(ranks: pd.Series, cd: float) -> list[list[str]]:
+    """Maximal runs of optimizers (sorted by rank) whose average ranks differ by less than ``cd``.
+
+    These are the bars of a critical-difference diagram; optimizers in no common group differ
+    significantly. Groups of one optimizer are left out.
+    """
+    ranks = ranks.sort_values(kind="stable")
+    names, values = list(ranks.index), ranks.to_numpy()
+    groups: list[list[str]] = []
+    last_end = 0
+    for start in range(len(values)):
+        end = start
+        while end + 1 < len(values) and values[end + 1] - values[start] < cd:
+            end += 1
+        if end > start and end > last_end:  # not contained in the previous group
+            groups.append(names[start:end + 1])
+            last_end = end
+    return groups
+
+
+@dataclass(frozen=True)
+class RankTest:
+    """The outcome of Friedman + Nemenyi on one instances × optimizers table."""
+
+    ranks: pd.Series
+    n_instances: int
+    statistic: float
+    p_value: float
+    alpha: float
+    critical_difference: float
+    groups: list[list[str]]
+
+    @property
+    def rejected(self) -> bool:
+        """Whether the Friedman test rejects "all optimizers rank alike" at level α."""
+        return self.p_value < self.alpha
+
+    def describe(self) -> str:
+        verdict = "reject" if self.rejected else "cannot reject"
+        return (f"Friedman χ² = {self.statistic:.2f}, p = {self.p_value:.3g} ({verdict} equal ranks at α = "
+                f"{self.alpha:g}); Nemenyi CD = {self.critical_difference:.2f} for {len(self.ranks)} optimizers "
+                f"on {self.n_instances} instances")
+
+
+def rank_test(scores: pd.DataFrame, alpha: float = 0.05) -> RankTest:
+    """Average ranks, Friedman test and Nemenyi groups of an instances × optimizers table (lower is better)."""
+    ranks = average_ranks(scores)
+    statistic, p_value = friedman(scores)
+    cd = nemenyi_critical_difference(len(ranks), len(scores), alpha)
+    return RankTest(ranks, len(scores), statistic, p_value, alpha, cd, nemenyi_groups(ranks, cd))
