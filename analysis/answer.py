@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -23,7 +24,7 @@ def _ranking(results: pd.DataFrame, column: str, alpha: float) -> list[str]:
     table = mean_se_over_instances(results, ["optimizer"], column).sort_values("mean")
     lines = ["At the full budget, mean normalized regret ± s.e. over "
              f"{int(table['n_instances'].max())} held-out instances: "
-             + "; ".join(f"**{r.optimizer}** {r.mean:.3f} ± {r.se:.3f}" for r in table.itertuples()) + "."]
+             + "; ".join(f"{r.optimizer} {r.mean:.3f} ± {r.se:.3f}" for r in table.itertuples()) + "."]
     scores = scores_by_instance(results, column)
     if scores.shape[1] >= 3 and len(scores) >= 2:
         test = rank_test(scores, alpha)
@@ -45,12 +46,12 @@ def _cost(eval_dir: Path) -> list[str]:
     if not path.exists():
         return []
     table = pd.read_csv(path)
-    parts = [f"{r.optimizer} {r.regret_at_cost:.3f}" + (f" (reaches the target at {r.median_cost_to_target_rel:.2f}× "
-                                                          f"the cost, in {r.reached:.0%} of runs)"
-                                                          if pd.notna(r.median_cost_to_target_rel) else
-                                                          " (never reaches the target)")
+    parts = [f"{r.optimizer} {r.regret_at_cost:.3f}, reaching the target in {r.reached:.0%} of runs"
+             + (f" (median cost {r.median_cost_to_target_rel:.2f}× the equal cost budget)"
+                if np.isfinite(r.median_cost_to_target_rel) else " (median cost ∞: at most half of the runs reach it)")
              for r in table.itertuples()]
-    return ["Under equal cost (the reference optimizer's per-instance spend), regret is: " + "; ".join(parts) + "."]
+    return ["Under equal cost, regret is: " + "; ".join(parts) + ". (The target is the cost reference's median final "
+            "loss per instance; see eval/cost.md.)"]
 
 
 def _termination(eval_dir: Path) -> list[str]:

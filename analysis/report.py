@@ -388,8 +388,13 @@ def _base_caption(study: dict[str, Any], runs: pd.DataFrame, budget: Budget) -> 
 
 
 def anytime_curves(evaluation: Evaluation, scenario: str) -> pd.DataFrame:
-    """Seed-averaged regret per optimizer and instance on a log grid from the latest first evaluation to B."""
-    first = max(float(t["spent"].iloc[0]) for t in evaluation.traces.values() if len(t))
+    """Seed-averaged regret per optimizer and instance on a log grid from the median first evaluation to B.
+
+    The grid starts where half the runs have their first result (with heavy-tailed costs the latest
+    first evaluation can come after most of the budget); before its first evaluation a run has no
+    regret and is left out of the means at that budget.
+    """
+    first = float(np.median([float(t["spent"].iloc[0]) for t in evaluation.traces.values() if len(t)]))
     grid = budget_grid(first, evaluation.budget.amount)
     frames = [pd.DataFrame({"optimizer": o, "instance": i, "seed": s, "budget": grid,
                             "regret": regret_at(t["spent"].to_numpy(), t["normalized_regret"].to_numpy(), grid)})

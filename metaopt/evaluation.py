@@ -163,7 +163,7 @@ def write_cost_table(folder: Path, results: list[tuple[dict, Any]], reference: s
     """cost.csv/.md: regret at the reference's equal cost budget and cost to reach its median final loss."""
     from analysis.cost import cost_comparison, cost_table
 
-    per_run = cost_comparison([(keys, res.trace) for keys, res in results], reference)
+    per_run = cost_comparison([(keys, res.trace, res.summary) for keys, res in results], reference)
     if per_run.empty:
         raise UsageError(f"field 'evaluation.cost_reference': optimizer {reference!r} has no finished run")
     atomic_write_text(folder / "cost_runs.csv", per_run.to_csv(index=False))
@@ -177,11 +177,13 @@ def write_cost_table(folder: Path, results: list[tuple[dict, Any]], reference: s
         "median cost per evaluation": table["median_cost_per_eval"],
         "n_instances": table["n_instances"]})
     md = ["# Cost-aware comparison", "",
-          f"Per instance, {reference}'s runs fix the equal cost budget (median over its seeds of the cost it "
-          f"spent) and the target (median of its final losses). Regret at equal cost: normalized regret of the "
-          f"incumbent after spending that cost (mean ± s.e. over instances, seeds averaged); reached: share of "
-          f"runs whose incumbent reaches the target; cost to reach it: median over those runs of the cost "
-          f"needed, as a multiple of the equal cost budget.", "", markdown_table(shown), "", f"*{caption}*"]
+          f"Per instance, {reference}'s runs fix the target (the median of its final losses) and, unless the "
+          f"budget is a cost budget (then it is that budget), the equal cost budget (the median over its seeds of "
+          f"the cost it spent). Regret at equal cost: normalized regret of the incumbent after spending that cost "
+          f"(mean ± s.e. over instances, seeds averaged); reached: share of "
+          f"runs whose incumbent reaches the target; cost to reach it: median over runs of the cost "
+          f"needed, as a multiple of the equal cost budget (runs that never reach it count as ∞).", "",
+          markdown_table(shown), "", f"*{caption}*"]
     atomic_write_text(folder / "cost.md", "\n".join(md) + "\n")
     return table
 

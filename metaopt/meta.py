@@ -15,7 +15,8 @@ Store (under ``<output>/meta``):
   written atomically as SMAC is told the result. This is also the cache that makes a rerun resume:
   SMAC is started again with the same seed, replays the same proposals, and finished runs are
   looked up instead of recomputed (exactly so with one worker; with Dask workers SMAC's proposal
-  order depends on timing, and cached runs are still reused where they recur).
+  order depends on timing, and cached runs are still reused where they recur). A meta-seed whose
+  trials all finished is not replayed at all: its log and stored runs are final.
 - ``trials-seed-<m>.jsonl``: the order in which meta-seed m's SMAC evaluated trials.
 - ``archive.csv``: the meta-archive (meta-seed, trial, γ, instance, seed, objective, inner summary).
 - ``gamma_star.json``: γ*, its mean objective and how it was chosen.
@@ -165,6 +166,11 @@ def optimize(output: Path, setup: MetaSetup, space, instances: list[str], instan
     rows: list[dict[str, Any]] = []
     for meta_seed in meta_seeds:
         started = time.perf_counter()
+        trial_rows = _finished_trials(meta_dir, meta_seed, trials, cache)
+        if trial_rows is not None:
+            print(f"meta-seed {meta_seed}: finished earlier ({trials} trials in the store); SMAC is not rerun")
+            rows += trial_rows
+            continue
         trial_rows = _smac_trials(meta_dir, meta_seed, objective, cache, space, instances, instance_features,
                                   trials, executor, quiet)
         failed = sum(r["status"] == "failed" for r in trial_rows)
@@ -178,6 +184,26 @@ def optimize(output: Path, setup: MetaSetup, space, instances: list[str], instan
     star = choose_gamma_star(archive, instances, rows)
     atomic_write_text(meta_dir / "gamma_star.json", json.dumps(jsonable(star), indent=1) + "\n")
     return star
+
+
+def _finished_trials(meta_dir: Path, meta_seed: int, trials: int, cache: dict) -> list[dict[str, Any]] | None:
+    """The rows of a meta-seed that finished all its ``trials`` earlier (its log and every run stored), else None.
+
+    A finished meta-seed is not replayed: its trials are final even if the design space has since
+    grown (a replay would then propose differently) or it ran with several workers (not replayable).
+    """
+    log_path = meta_dir / f"trials-seed-{meta_seed}.jsonl"
+    if not log_path.exists():
+        return None
+    rows = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+    if len(rows) != trials:
+        return None
+    for row in rows:
+        record = cache.get((row["hash"], str(row["instance"]), int(row["seed"])))
+        if record is None:
+            return None
+        row["summary"] = record.get("summary", {})
+    return rows
 
 
 def _smac_trials(meta_dir: Path, meta_seed: int, objective: InnerObjective, cache: dict, space,

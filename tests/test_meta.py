@@ -50,11 +50,18 @@ def test_optimize_writes_archive_and_gamma_star_and_replays_identically(tmp_path
     # gamma* has the lowest mean over instances among the configurations seen on all of them
     per = archive.groupby(["hash", "instance"])["objective"].mean().groupby("hash").agg(["mean", "count"])
     assert star["mean_objective"] == pytest.approx(per[per["count"] == 3]["mean"].min())
-    # a second, identical run recomputes nothing and reproduces the archive exactly
+    # a second, identical run does not rerun SMAC for finished meta-seeds: the archive stays as it was
+    capsys.readouterr()
     assert main(["optimize", str(path), "--quiet"]) == 0
-    again = pd.read_csv(out / "archive.csv")
-    assert again["cached"].all()
-    pd.testing.assert_frame_equal(archive[KEY], again[KEY])
+    assert capsys.readouterr().out.count("SMAC is not rerun") == 2
+    pd.testing.assert_frame_equal(archive, pd.read_csv(out / "archive.csv"))
+    # more trials: SMAC replays the finished ones from the store and adds the rest
+    path.write_text(STUDY.format(trials=12, out=tmp_path / "a"))
+    (tmp_path / "a" / "study.yaml").unlink()  # the study changed: start its folder over, keeping the run store
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    longer = pd.read_csv(out / "archive.csv")
+    assert len(longer) == 24 and longer.groupby("meta_seed").head(10)["cached"].all()
+    pd.testing.assert_frame_equal(archive[KEY], longer.groupby("meta_seed").head(10)[KEY].reset_index(drop=True))
     # and the evaluation stage uses gamma*
     assert main(["evaluate", str(path), "--quiet"]) == 0
     assert "gamma_star" in set(pd.read_csv(tmp_path / "a" / "eval" / "results.csv")["optimizer"])
