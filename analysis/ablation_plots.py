@@ -5,7 +5,7 @@ Input: a table of ``metaopt.ablation.ablation_table`` (columns step, label, mean
 
 from __future__ import annotations
 
-import os
+
 from pathlib import Path
 
 import matplotlib
@@ -15,6 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+
+from analysis.plots import save_with_caption  # noqa: E402
 
 
 def plot_ablation(table: pd.DataFrame, path: Path, variant: str, title: str, caption: str) -> None:
@@ -44,10 +46,4 @@ def plot_ablation(table: pd.DataFrame, path: Path, variant: str, title: str, cap
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
         ax.set_xlabel("mean normalized regret")
     ax.set_title(title, fontsize=11)
-    fig.text(0.01, 0.01, caption, fontsize=7, ha="left", va="bottom", wrap=True)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=120)  # then rename, so a reader never sees half a file
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_with_caption(fig, path, caption)

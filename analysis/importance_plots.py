@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+
 from pathlib import Path
 
 import matplotlib
@@ -11,6 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+
+from analysis.plots import save_with_caption  # noqa: E402
 
 TOP = 15
 """Bars per panel: the most important parameters (or pairs)."""
@@ -27,15 +29,6 @@ def _bars(ax: plt.Axes, table: pd.DataFrame, title: str) -> None:
     ax.set_title(title)
 
 
-def _save(fig: plt.Figure, path: Path) -> None:
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=120)  # then rename, so a reader never sees half a file
-    plt.close(fig)
-    os.replace(tmp, path)
-
-
 def plot_fanova(table: pd.DataFrame, path: Path, title: str) -> None:
     """Main effects (and pair effects, when the table has them) from a ``fanova.csv`` table."""
     sns.set_theme(style="whitegrid", context="notebook")
@@ -46,7 +39,7 @@ def plot_fanova(table: pd.DataFrame, path: Path, title: str) -> None:
     for ax, (kind, part) in zip(axes[0], panels):
         _bars(ax, part, "main effects" if kind == "main" else "pairwise interactions")
     fig.suptitle(title)
-    _save(fig, path)
+    save_with_caption(fig, path, None)
 
 
 def plot_local(table: pd.DataFrame, path: Path, title: str) -> None:
@@ -59,4 +52,4 @@ def plot_local(table: pd.DataFrame, path: Path, title: str) -> None:
     else:
         ax.set_title(title)
         ax.text(0.5, 0.5, "no parameter is active in γ*", ha="center", va="center", transform=ax.transAxes)
-    _save(fig, path)
+    save_with_caption(fig, path, None)

@@ -31,10 +31,17 @@ def plot_anytime(curves: pd.DataFrame, path: Path, title: str, caption: str) -> 
     ax.set_xlabel("budget spent (full-evaluation equivalents)")
     ax.set_ylabel("mean normalized regret")
     ax.set_title(title)
-    fig.text(0.01, 0.01, caption, fontsize=8, ha="left", va="bottom", wrap=True)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    save_with_caption(fig, path, caption, fontsize=8)
+
+
+def save_with_caption(fig: plt.Figure, path: Path, caption: str | None, fontsize: int = 7) -> None:
+    """Put ``caption`` (if any) under the figure and write it to ``path`` atomically (a reader never sees
+    half a file)."""
+    if caption:
+        fig.text(0.01, 0.01, caption, fontsize=fontsize, ha="left", va="bottom", wrap=True)
+    fig.tight_layout(rect=(0, 0.06 if caption else 0, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=120)  # then rename, so a reader never sees half a file
+    fig.savefig(tmp, dpi=120)
     plt.close(fig)
     os.replace(tmp, path)

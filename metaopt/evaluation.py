@@ -52,7 +52,6 @@ def resolve_optimizers(names: list[Any], bench: Benchmark, gamma_stars: dict[str
     or ``config``, plus ``set`` overrides; see :class:`metaopt.study.OptimizerVariant`) is a
     configuration defined in the study, e.g. a preset with another stopping rule.
     """
-    from spaces.design_space import validate
     from spaces.presets import PRESETS, get_preset
 
     entries = []

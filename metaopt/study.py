@@ -183,7 +183,7 @@ class StudyContext:
         self.yahpo_data = yahpo_data
         self.bench = get_benchmark(spec.benchmark, yahpo_data)
         self.budget = Budget.parse(spec.budget, self.bench.d)
-        self.eval_instances = self._instances(spec.evaluation.instances, "evaluation.instances")
+        self.eval_instances = self.select_instances(spec.evaluation.instances, "evaluation.instances")
         self.report_budgets = [Budget.parse(b, self.bench.d) for b in spec.evaluation.report_budgets]
         if not self.report_budgets or self.report_budgets[-1].amount != self.budget.amount:
             self.report_budgets.append(self.budget)
@@ -198,7 +198,7 @@ class StudyContext:
         self.arms: dict[str | None, Path] = {}
         """Meta-optimizations to run: restriction (None: the full space) -> the folder holding its meta/."""
         if spec.meta is not None:
-            self.meta_instances = self._instances(spec.meta.instances, "meta.instances")
+            self.meta_instances = self.select_instances(spec.meta.instances, "meta.instances")
             restriction = spec.meta.restriction
             if isinstance(restriction, list):
                 if not restriction or len(set(restriction)) != len(restriction):
@@ -210,7 +210,7 @@ class StudyContext:
                 if name is not None:
                     get_restriction(name)
 
-    def _instances(self, selection: InstanceSelection | list[str], field: str) -> list[str]:
+    def select_instances(self, selection: InstanceSelection | list[str], field: str) -> list[str]:
         if isinstance(selection, list):
             instances = [self.bench.problem(i).instance for i in selection]
         else:
@@ -328,24 +328,25 @@ def run_ablations(ctx: StudyContext, executor, quiet: bool = False) -> None:
     from metaopt.ablation import AblationSpec, Endpoint, resolve_endpoint, run_ablation
 
     stars = ctx.gamma_stars()
+
+    def endpoint(text: str, field: str) -> Endpoint:
+        if text.startswith("gamma_star"):
+            if text not in stars:
+                raise UsageError(f"{ctx.study.path}: field '{field}': {text!r} needs a finished meta-optimization; "
+                                 f"known: {', '.join(stars) or 'none yet'}")
+            return Endpoint(text.replace(":", "-"), stars[text])
+        return resolve_endpoint(text, field, ctx.bench.fidelity, None)
+
     for k, entry in enumerate(ctx.study.spec.ablation):
         field = f"ablation[{k}]"
-
-        def endpoint(text: str, which: str) -> Endpoint:
-            if text.startswith("gamma_star"):
-                if text not in stars:
-                    raise UsageError(f"{ctx.study.path}: field '{field}.{which}': {text!r} needs a finished "
-                                     f"meta-optimization; known: {', '.join(stars) or 'none yet'}")
-                return Endpoint(text.replace(":", "-"), stars[text])
-            return resolve_endpoint(text, f"{field}.{which}", ctx.bench.fidelity, None)
-
         arm = entry.to if entry.to.startswith("gamma_star") else entry.source
         archive = None
         if entry.estimator == "surrogate":
             restriction = arm.split(":", 1)[1] if ":" in arm else next(iter(ctx.arms), None)
             archive = ctx.arms.get(restriction, ctx.study.output) / "meta" / "archive.csv"
-        spec = AblationSpec(ctx.bench.name, endpoint(entry.source, "from"), endpoint(entry.to, "to"), entry.estimator,
-                            tuple(entry.variants), tuple(ctx._instances(entry.instances, f"{field}.instances")),
+        spec = AblationSpec(ctx.bench.name, endpoint(entry.source, f"{field}.from"), endpoint(entry.to, f"{field}.to"),
+                            entry.estimator, tuple(entry.variants),
+                            tuple(ctx.select_instances(entry.instances, f"{field}.instances")),
                             tuple(entry.seeds), ctx.budget, entry.race, archive, ctx.yahpo_data)
         print(f"ablate: {spec.source.name} -> {spec.target.name} ({entry.estimator}; {', '.join(entry.variants)})")
         run_ablation(spec, ctx.study.output, executor, quiet)

@@ -72,13 +72,73 @@ def test_bad_study_files_name_the_field(tmp_path, capsys, change, field):
     assert not (tmp_path / "out" / "eval").exists()
 
 
-def test_shipped_quickstart_study_is_valid():
+def test_shipped_study_files_are_valid(yahpo_data):
+    """Every study file in studies/ loads and resolves against its benchmark (instances, restrictions, budgets)."""
     from pathlib import Path
 
-    study = load_study(Path(__file__).resolve().parents[1] / "studies" / "quickstart.yaml")
-    assert study.spec.benchmark.startswith("synthetic:")
+    from metaopt.study import StudyContext
+
+    folder = Path(__file__).resolve().parents[1] / "studies"
+    files = sorted(folder.glob("*.yaml"))
+    assert len(files) >= 16
+    for path in files:
+        study = load_study(path)
+        if study.spec.benchmark.startswith("live:"):
+            continue  # resolving a live benchmark trains models for its references
+        context = StudyContext(study, str(yahpo_data))
+        assert context.eval_instances, path
+    assert load_study(folder / "quickstart.yaml").spec.benchmark.startswith("synthetic:")
     with pytest.raises(UsageError, match="not found"):
         load_study(Path("no/such/study.yaml"))
+
+
+PIPELINE = """
+name: pipeline
+question: Does the pipeline run end to end?
+benchmark: synthetic:mlp
+budget: 3d
+meta:
+  instances: {{split: train, limit: 2}}
+  restriction: [gamma1, hb_only]
+  trials: 6
+  seeds: [1]
+evaluation:
+  instances: {{split: test, limit: 3}}
+  seeds: 1
+  cost_reference: rs
+  optimizers:
+    - "gamma_star:gamma1"
+    - "gamma_star:hb_only"
+    - rs
+    - {{name: rs_conv, preset: rs, set: {{stopping: conv, stop_conv_patience: 5}}}}
+ablation:
+  - {{from: hb, to: "gamma_star:hb_only", estimator: surrogate}}
+  - {{from: rs, to: "gamma_star:gamma1", estimator: evaluated, instances: {{split: test, limit: 2}}}}
+output: {out}
+"""
+
+
+def test_a_study_runs_every_stage_from_arms_to_report(tmp_path):
+    """Two restriction arms, γ*'s of both, a variant with a stopping rule (and its full twin), a cost
+    reference, a surrogate and an evaluated ablation, importance per arm, and the report."""
+    out = tmp_path / "out"
+    path = write_study(tmp_path, PIPELINE.format(out=out))
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    for arm in ("gamma1", "hb_only"):
+        assert (out / "arms" / arm / "meta" / "gamma_star.json").exists()
+        assert (out / "arms" / arm / "importance" / "fanova.csv").exists()
+    optimizers = set(pd.read_csv(out / "eval" / "results.csv")["optimizer"])
+    assert optimizers == {"gamma_star:gamma1", "gamma_star:hb_only", "rs", "rs_conv"}  # rs is rs_conv's twin
+    termination = pd.read_csv(out / "eval" / "termination.csv")
+    assert list(termination["optimizer"]) == ["rs_conv"] and termination["rtc"].between(0, 1).all()
+    assert set(pd.read_csv(out / "eval" / "cost.csv")["optimizer"]) == optimizers
+    assert (out / "ablation" / "hb-to-gamma_star-hb_only-surrogate" / "path.csv").exists()
+    path_table = pd.read_csv(out / "ablation" / "rs-to-gamma_star-gamma1-evaluated" / "path.csv")
+    assert path_table["share"].iloc[1:].sum() == pytest.approx(1.0)
+    answer = (out / "answer.md").read_text()
+    assert "held-out instances" in answer and "Automatic termination" in answer
+    html = (out / "report" / "report.html").read_text()
+    assert "Does the pipeline run end to end?" in html and "data:image/png;base64," in html
 
 
 def test_parallel_workers_give_the_serial_results(tmp_path):
