@@ -131,7 +131,28 @@ def cmd_benchmark_eval(args: argparse.Namespace) -> None:
     print(f"evaluated {len(records)} configurations on {bench.name}; wrote {args.output}")
 
 
+def _cheap_end_override(values: list[str] | None, bench: Any) -> dict[str, str] | None:
+    """The ``--cheap-end NAME=lower|upper`` values as a dict (None when none are given)."""
+    if not values:
+        return None
+    from ConfigSpace.hyperparameters import NumericalHyperparameter
+
+    numeric = [name for name, hp in bench.search_space.items() if isinstance(hp, NumericalHyperparameter)]
+    override = {}
+    for value in values:
+        name, _, end = value.partition("=")
+        if name not in numeric:
+            raise UsageError(f"--cheap-end {value}: {name!r} is not a numeric hyperparameter of {bench.name}; "
+                             f"allowed names: {', '.join(numeric) or 'none'}")
+        if end not in ("lower", "upper"):
+            raise UsageError(f"--cheap-end {value}: the end must be lower or upper (NAME=lower|upper)")
+        override[name] = end
+    return override
+
+
 def cmd_run(args: argparse.Namespace) -> None:
+    from dataclasses import replace
+
     from tqdm import tqdm
 
     from metaopt.benchmarks import get_benchmark
@@ -141,7 +162,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     from metaopt.run_io import write_run
 
     bench = get_benchmark(args.benchmark, args.yahpo_data)
-    problem = bench.problem(args.instance)
+    problem = replace(bench.problem(args.instance), cheap_end_override=_cheap_end_override(args.cheap_end, bench))
     name, config = _resolve_optimizer(args, problem.fidelity)
     budget = Budget.parse(args.budget, problem.d)
     reference = get_reference(bench, problem.instance)
@@ -152,6 +173,8 @@ def cmd_run(args: argparse.Namespace) -> None:
             bar.refresh()
         result = run(config, problem, args.seed, budget, progress=progress, reference=reference)
     result.summary["optimizer"] = name
+    if problem.cheap_end_override:
+        result.summary["cheap_end"] = problem.cheap_end
     if args.out:
         write_run(Path(args.out), result)
     summary = {k: v for k, v in result.summary.items() if k != "config"}
@@ -186,7 +209,8 @@ def cmd_schedule(args: argparse.Namespace) -> None:
     _print_table(pd.DataFrame(rows))
 
 
-STAGES = {"study run": ["optimize", "evaluate"], "optimize": ["optimize"], "evaluate": ["evaluate"]}
+STAGES = {"study run": ["optimize", "evaluate", "ablate", "importance", "report"], "optimize": ["optimize"],
+          "evaluate": ["evaluate"]}
 
 
 def cmd_stages(args: argparse.Namespace) -> None:
@@ -251,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--budget", default="30d",
                            help="30d = 30 x d full evaluations (default), 100 = full evaluations, 3600s = cost units")
             p.add_argument("--seed", type=int, default=1)
+            p.add_argument("--cheap-end", action="append", metavar="NAME=lower|upper",
+                           help="the cheap end of a numeric hyperparameter, where low-cost starts (CFO) put it; "
+                                "repeatable; overrides the benchmark's declaration for NAME")
             p.add_argument("--out", metavar="DIR", help="write DIR/trace.csv and DIR/summary.json")
             p.add_argument("--quiet", action="store_true", help="no progress bar")
         _add_data_option(p)
@@ -278,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     study = sub.add_parser("study", help="declarative studies")
     ssub = study.add_subparsers(dest="study_command", metavar="SUBCOMMAND", required=True)
-    p = ssub.add_parser("run", help="run a study file: optimize (if it has a 'meta' section), then evaluate")
+    p = ssub.add_parser("run", help="run a study file: optimize (if it has a 'meta' section), evaluate, ablate, "
+                                       "importance, report")
     _add_study_arguments(p)
     p.set_defaults(func=cmd_stages, stage_name="study run")
     p = sub.add_parser("optimize", help="meta-optimize: SMAC searches the design space on the training instances")
@@ -287,7 +315,190 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="evaluate gamma*, presets and peers on the held-out instances x seeds")
     _add_study_arguments(p)
     p.set_defaults(func=cmd_stages, stage_name="evaluate")
+    _add_ablate_parser(sub)
+    _add_importance_parser(sub)
+    _add_report_parser(sub)
+    _add_bench_parser(sub)
     return parser
+
+
+def _add_bench_parser(sub: Any) -> None:
+    p = sub.add_parser("bench", help="performance harness: overhead, peers, meta throughput, scaling "
+                                     "(JSON result + Markdown report)",
+                       description="Measures in one process, every ratio against a reference taken in the same "
+                                   "process (see bench/harness.py). Default: the full configuration (about 20 "
+                                   "minutes on 2 cores); --quick: a minutes-sized one.")
+    p.add_argument("--sections", default="overhead,peers,meta,scaling",
+                   help="comma-separated subset of overhead,peers,meta,scaling (default: all)")
+    p.add_argument("--quick", action="store_true", help="the minutes-sized configuration (CI, tests)")
+    p.add_argument("--out", default="bench/results.json", metavar="FILE", help="JSON result (default %(default)s)")
+    p.add_argument("--md", default="docs/benchmarks.md", metavar="FILE", help="Markdown report (default %(default)s)")
+    p.add_argument("--seeds", type=int, default=None, metavar="N", help="seeds per instance (default: configuration)")
+    p.add_argument("--instances", type=int, default=None, metavar="N",
+                   help="instances per benchmark, the first N of its test split (default: configuration)")
+    p.add_argument("--benchmarks", default=None, metavar="NAMES",
+                   help="comma-separated benchmarks (default yahpo:lcbench,yahpo:rbv2_xgboost)")
+    p.add_argument("--report-only", action="store_true", help="only rewrite --md from the existing --out JSON")
+    _add_data_option(p)
+    p.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace) -> None:
+    from bench.harness import report_only, run_bench
+
+    if args.report_only:
+        report_only(Path(args.out), Path(args.md))
+        return
+    run_bench(args.sections, args.quick, Path(args.out), Path(args.md), seeds=args.seeds, instances=args.instances,
+              benchmarks=args.benchmarks, yahpo_data=args.yahpo_data)
+
+
+def _add_report_parser(sub: Any) -> None:
+    p = sub.add_parser("report", help="write a study's design-analysis report (HTML and Markdown with figures)",
+                       description="Reads a study's output folder (study.yaml, meta/, eval/, ablation/, importance/, "
+                                   "answer.md) and writes OUTPUT_DIR/report/{report.html, report.md, figures/*.png} "
+                                   "(see analysis/report.py).")
+    p.add_argument("output_dir", metavar="OUTPUT_DIR", help="a study's output folder, e.g. results/lcbench_small")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="significance level of the Friedman and Nemenyi tests (default 0.05)")
+    p.add_argument("--budgets", nargs="+", metavar="BUDGET",
+                   help="budgets of the box plots and critical-difference diagrams, in the study's unit (e.g. 10d); "
+                        "default: the study's report_budgets, else 25%% of its budget; the full budget is always added")
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from analysis.report import write_report
+
+    if not 0 < args.alpha < 1:
+        raise UsageError(f"--alpha must be between 0 and 1, got {args.alpha}")
+    folder = write_report(Path(args.output_dir), alpha=args.alpha, budgets=args.budgets)
+    figures = len(list((folder / "figures").glob("*.png")))
+    print(f"wrote {folder / 'report.html'} (self-contained) and {folder / 'report.md'} with {figures} figures "
+          f"in {folder / 'figures'}")
+
+
+def _add_importance_parser(sub: Any) -> None:
+    p = sub.add_parser("importance", help="parameter importance of a meta-archive: fANOVA and local importance at gamma*",
+                       description="Fits a random forest to <study-output>/meta/archive.csv and writes "
+                                   "<out>/importance/{fanova,local}.{csv,png} and meta.json (see analysis/importance.py).")
+    p.add_argument("--study-output", required=True, metavar="DIR", help="output folder of a study's optimize stage")
+    p.add_argument("--out", metavar="DIR", default=None, help="write DIR/importance/ (default: the study output)")
+    p.add_argument("--pairs", action=argparse.BooleanOptionalAction, default=True,
+                   help="also estimate pairwise interactions (default: yes)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--trees", type=int, default=100, help="trees of the random forest (default 100)")
+    p.set_defaults(func=cmd_importance)
+
+
+def cmd_importance(args: argparse.Namespace) -> None:
+    from analysis.importance import importance_for_study
+
+    if args.trees < 1:
+        raise UsageError(f"--trees must be at least 1, got {args.trees}")
+    result, folder = importance_for_study(Path(args.study_output), Path(args.out) if args.out else None,
+                                          pairs=args.pairs, seed=args.seed, n_trees=args.trees)
+    print(f"random forest on {result.meta['n_rows']} archive rows ({result.meta['n_configurations']} "
+          f"configurations), out-of-bag R^2 {result.meta['oob_r2']:.2f}")
+    for kind, caption in [("main", "fANOVA main effects"), ("pair", "fANOVA pairwise interactions")]:
+        part = result.fanova[result.fanova["kind"] == kind]
+        if len(part):
+            print(f"\n{caption} (top 10):")
+            _print_table(part.head(10).drop(columns="kind"))
+    print("\nlocal parameter importance around gamma* (top 10):")
+    _print_table(result.local.head(10))
+    print(f"\nwrote {folder}/fanova.csv, local.csv, fanova.png, local.png, meta.json")
+
+
+def _add_ablate_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "ablate", help="ablation between two optimizers: greedy path, one factor at a time, leave one component out",
+        description="Writes OUT/ablation/NAME/{path,ofat,loco}.{csv,md,png} and meta.json (see metaopt/ablation.py). "
+                    "The evaluated estimator runs every candidate on instances x seeds (stored; a rerun resumes); "
+                    "the surrogate estimator predicts them with a random forest fitted on a study's meta-archive.")
+    p.add_argument("--benchmark", required=True, help="e.g. yahpo:lcbench or synthetic:mlp")
+    p.add_argument("--from", dest="source", required=True, metavar="OPTIMIZER",
+                   help="gamma_star (needs --study-output), a preset name, or a JSON file holding a configuration")
+    p.add_argument("--to", dest="target", required=True, metavar="OPTIMIZER", help="as --from")
+    p.add_argument("--estimator", required=True, metavar="NAME",
+                   help="evaluated (run the candidates) or surrogate (predict them from the study's meta-archive)")
+    p.add_argument("--study-output", metavar="DIR",
+                   help="a study's output folder: meta/gamma_star.json, meta/archive.csv, study.yaml")
+    p.add_argument("--variant", default="path", metavar="LIST",
+                   help="comma-separated: path, ofat, loco; or all (default: path)")
+    p.add_argument("--instances", metavar="SPLIT|IDS",
+                   help="evaluated only: test (default), train, all, or comma-separated instance ids")
+    p.add_argument("--limit", type=int, metavar="N", help="evaluated only: the first N of those instances")
+    p.add_argument("--seeds", type=int, metavar="N", help="evaluated only: seeds 1..N per instance (default 1)")
+    p.add_argument("--budget", help="evaluated only: the run budget (default: the study's, else 30d)")
+    p.add_argument("--race", action="store_true",
+                   help="evaluated only: after each seed round, drop candidates clearly worse than the best "
+                        "(one-sided paired t-test over instances, alpha 0.05)")
+    p.add_argument("--name", help="the ablation's folder name (default: FROM-to-TO-ESTIMATOR)")
+    p.add_argument("--out", required=True, metavar="DIR", help="results go to DIR/ablation/NAME/")
+    p.add_argument("--workers", type=int, default=1, help="evaluated: worker processes (a Dask LocalCluster when > 1)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="evaluated: join an existing Dask scheduler")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_data_option(p)
+    p.set_defaults(func=cmd_ablate)
+
+
+def cmd_ablate(args: argparse.Namespace) -> None:
+    from metaopt.ablation import ESTIMATORS, VARIANTS, AblationSpec, check_choices, resolve_endpoint, run_ablation
+    from metaopt.benchmarks import get_benchmark
+    from metaopt.budget import Budget
+    from metaopt.executor import make_executor
+    from metaopt.study import load_study
+
+    check_choices("--estimator", [args.estimator], ESTIMATORS)
+    names = [v.strip() for v in args.variant.split(",")]
+    variants = VARIANTS if names == ["all"] else tuple(names)
+    check_choices("--variant", variants, VARIANTS)
+    bench = get_benchmark(args.benchmark, args.yahpo_data)
+    study_output = Path(args.study_output) if args.study_output else None
+    study_budget = None
+    if study_output is not None:
+        if not study_output.is_dir():
+            raise UsageError(f"--study-output: no such folder: {study_output}")
+        if (study_output / "study.yaml").exists():
+            study = load_study(study_output / "study.yaml").spec
+            if get_benchmark(study.benchmark, args.yahpo_data).name != bench.name:
+                raise UsageError(f"--benchmark: {bench.name} is not the benchmark of {study_output} ({study.benchmark})")
+            study_budget = study.budget
+    common = dict(benchmark=bench.name, estimator=args.estimator, variants=variants, yahpo_data=args.yahpo_data,
+                  name=args.name, source=resolve_endpoint(args.source, "--from", bench.fidelity, study_output),
+                  target=resolve_endpoint(args.target, "--to", bench.fidelity, study_output))
+    if args.estimator == "surrogate":
+        given = [flag for flag, value in [("--instances", args.instances), ("--limit", args.limit),
+                                          ("--seeds", args.seeds), ("--budget", args.budget), ("--race", args.race)]
+                 if value not in (None, False)]
+        if given:
+            raise UsageError(f"{given[0]}: only with --estimator evaluated (the surrogate predicts the meta-archive's "
+                             "objective on the study's training instances at the study's budget)")
+        if study_output is None:
+            raise UsageError("--estimator surrogate: needs --study-output DIR with meta/archive.csv")
+        spec = AblationSpec(**common, budget=Budget.parse(study_budget, bench.d) if study_budget else None,
+                            archive=study_output / "meta" / "archive.csv")
+        tables = run_ablation(spec, Path(args.out), None, args.quiet)
+    else:
+        for flag, value in [("--limit", args.limit), ("--seeds", args.seeds)]:
+            if value is not None and value < 1:
+                raise UsageError(f"{flag}: must be at least 1, got {value}")
+        if args.instances in (None, "test", "train", "all"):
+            instances = bench.instances_of(args.instances or "test")
+        else:
+            try:
+                instances = [bench.problem(i.strip()).instance for i in args.instances.split(",")]
+            except UsageError as err:
+                raise UsageError(f"--instances: {err}") from None
+        spec = AblationSpec(**common, instances=tuple(instances[: args.limit]),
+                            seeds=tuple(range(1, (args.seeds or 1) + 1)),
+                            budget=Budget.parse(args.budget or study_budget or "30d", bench.d), race=args.race)
+        with make_executor(args.workers, args.scheduler) as executor:
+            tables = run_ablation(spec, Path(args.out), executor, args.quiet)
+    for variant, table in tables.items():
+        print(f"\n{variant} ({spec.folder_name}):")
+        _print_table(table[["step", "label", "mean", "se", "share", "note"]])
 
 
 def cmd_presets(args: argparse.Namespace) -> None:

@@ -1,0 +1,50 @@
+"""What ``metaopt bench`` measures: problems, optimizers, peers, budgets and seeds of each section.
+
+:data:`FULL` is the default (about 20 minutes on 2 cores, most of it in the SMAC peers);
+:data:`QUICK` is a minutes-sized version for CI and tests. Optimizer lists name presets of
+:mod:`spaces.presets`; a name that is not (yet) a preset is skipped, and the output says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    name: str
+    benchmarks: tuple[str, ...] = ("yahpo:lcbench", "yahpo:rbv2_xgboost")
+    instances: int = 1
+    """Per benchmark: the first N instances of its test split."""
+    seeds: int = 2
+    budget: str = "30d"
+    overhead_optimizers: tuple[str, ...] = ("rs", "hb", "bohb", "smashy_lcbench_hb", "bo_gp_ei", "cfo")
+    peers: tuple[tuple[str, str], ...] = (("smac_hpo", "bo_rf_ei"), ("smac_hb", "hb"), ("optuna_tpe", "bohb"),
+                                          ("flaml_cfo", "cfo"))
+    """(peer, our preset it is compared with)."""
+    meta_study: str = "studies/lcbench.yaml"
+    """The study whose optimize stage is timed (benchmark, budget, restriction, training instances),
+    and whose meta-seeds × trials give the projected wall time."""
+    meta_trials: int = 24
+    meta_workers: tuple[int, ...] = (1, 2)
+    scaling_optimizers: tuple[str, ...] = ("hb", "smashy_lcbench_hb", "bo_gp_ei")
+    scaling_budgets: tuple[str, ...] = ("10d", "30d", "100d", "300d")
+    scaling_seeds: int = 1
+    """Seeds per budget in the scaling section (``--seeds`` sets those of overhead and peers)."""
+    scaling_max_run_s: float = 240.0
+    """Scaling: a budget whose run is projected (from the growth so far) to take longer is skipped."""
+
+    @property
+    def our_peer_presets(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(ours for _, ours in self.peers))
+
+    def with_overrides(self, seeds: int | None = None, instances: int | None = None,
+                       benchmarks: tuple[str, ...] | None = None) -> "BenchConfig":
+        changes = {k: v for k, v in {"seeds": seeds, "instances": instances, "benchmarks": benchmarks}.items()
+                   if v is not None}
+        return replace(self, **changes)
+
+
+FULL = BenchConfig("full")
+QUICK = BenchConfig("quick", seeds=1, budget="10d", meta_trials=4, scaling_budgets=("5d", "10d", "20d"),
+                    scaling_max_run_s=20.0)

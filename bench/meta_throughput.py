@@ -1,0 +1,85 @@
+"""Meta-optimization throughput: inner runs per second of a study's optimize stage, per worker count.
+
+The study file of the configuration (``studies/lcbench.yaml``) fixes the benchmark, the inner
+budget, the design-space restriction, the objective and the training instances; its first
+meta-seed runs ``meta_trials`` SMAC trials into a temporary folder (nothing is cached between
+measurements), once per worker count. The projected wall time of the whole study is its
+meta-seeds × trials divided by the measured throughput. Worker processes load the benchmark and
+make one small run before the clock starts (``cluster start`` in the report includes that).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.config import BenchConfig
+from bench.machine import REPO
+
+
+def warm_up(benchmark: str, yahpo_data: str | None, instance: str) -> None:
+    """One-time costs of a worker process (imports, the benchmark's ONNX session): paid before timing,
+    as the harness's own process has paid them before its serial measurement."""
+    from metaopt.benchmarks import get_benchmark
+    from metaopt.loop import run
+    from spaces.presets import get_preset
+
+    problem = get_benchmark(benchmark, yahpo_data).problem(instance)
+    run(get_preset("smashy_lcbench_hb").config(problem.fidelity), problem, 0, "1d")
+
+
+def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
+    from metaopt.executor import make_executor
+    from metaopt.meta import MetaSetup, optimize
+    from metaopt.study import StudyContext, load_study
+    from spaces.design_space import design_space
+    from spaces.restrictions import get_restriction
+
+    study = load_study(REPO / config.meta_study)
+    ctx = StudyContext(study, yahpo_data)
+    meta = study.spec.meta
+    if meta is None:
+        raise ValueError(f"{config.meta_study} has no 'meta' section")
+    references = ctx.references(ctx.meta_instances, quiet=True)
+    warm_up(ctx.bench.name, yahpo_data, ctx.meta_instances[0])
+    setup = MetaSetup(ctx.bench.name, yahpo_data, ctx.budget, references, meta.restriction, meta.objective,
+                      tuple(meta.objective_budgets))
+    space = get_restriction(meta.restriction).space() if meta.restriction else design_space()
+    features = {i: [references[i].y_min, references[i].y_max] for i in ctx.meta_instances}
+    study_runs = meta.trials * len(meta.seeds)
+    rows = []
+    for workers in config.meta_workers:
+        with tempfile.TemporaryDirectory(prefix="metaopt-bench-meta-") as folder:
+            started = time.perf_counter()
+            with make_executor(workers) as executor:
+                if executor.dask_client is not None:  # workers load the benchmark before the clock starts
+                    executor.dask_client.run(warm_up, ctx.bench.name, yahpo_data, ctx.meta_instances[0])
+                startup_s = time.perf_counter() - started
+                started = time.perf_counter()
+                with contextlib.redirect_stdout(io.StringIO()):  # optimize() reports per meta-seed
+                    optimize(Path(folder), setup, space, ctx.meta_instances, features, config.meta_trials,
+                             meta.seeds[:1], executor, quiet=True)
+                wall_s = time.perf_counter() - started
+            archive = pd.read_csv(Path(folder) / "meta" / "archive.csv")
+        inner = archive["inner.wall_time_s"].dropna()
+        runs_per_s = len(archive) / wall_s
+        rows.append({
+            "workers": workers, "trials": len(archive), "failed": int((archive["status"] != "ok").sum()),
+            "wall_s": wall_s, "startup_s": startup_s, "runs_per_s": runs_per_s,
+            "inner_run_s_mean": float(inner.mean()), "inner_run_s_median": float(inner.median()),
+            "outside_inner_share": 1.0 - float(inner.sum()) / (workers * wall_s),
+            "projected_study_h": study_runs / runs_per_s / 3600,
+        })
+    base = rows[0]["runs_per_s"]
+    for row in rows:
+        row["speedup"] = row["runs_per_s"] / base
+    return {"study": config.meta_study, "benchmark": ctx.bench.name, "budget": study.spec.budget,
+            "restriction": meta.restriction, "instances": ctx.meta_instances, "meta_seed": meta.seeds[0],
+            "study_meta_seeds": len(meta.seeds), "study_trials": meta.trials, "study_runs": study_runs,
+            "rows": rows}

@@ -1,0 +1,48 @@
+"""End-to-end test of `metaopt bench`: the quick overhead section on a synthetic benchmark."""
+
+import json
+
+from metaopt.cli import main
+
+OVERHEAD_COLUMNS = ["benchmark", "optimizer", "runs", "evals", "batches", "run [s]", "limit [s]", "run / limit",
+                    "ms per batch"]
+
+
+def test_bench_quick_overhead_writes_json_and_markdown(tmp_path, capsys):
+    out, md = tmp_path / "results.json", tmp_path / "benchmarks.md"
+    argv = ["bench", "--quick", "--sections", "overhead", "--benchmarks", "synthetic:mlp",
+            "--out", str(out), "--md", str(md)]
+    assert main(argv) == 0
+    results = json.loads(out.read_text())
+    assert {"date", "cpu", "cores", "python", "packages"} <= results["machine"].keys()
+    assert {"smac", "numpy", "ConfigSpace", "yahpo-gym"} <= results["machine"]["packages"].keys()
+    assert results["command"].startswith("metaopt bench --sections overhead --quick --benchmarks synthetic:mlp")
+    assert list(results["sections"]) == ["overhead"]
+    rows = results["sections"]["overhead"]["rows"]
+    measured = {r["optimizer"] for r in rows}
+    skipped = {s["optimizer"] for s in results["sections"]["overhead"]["skipped"]}
+    assert measured | skipped == set(results["config"]["overhead_optimizers"]) and {"rs", "hb", "bo_gp_ei"} <= measured
+    for row in rows:
+        assert row["benchmark"] == "synthetic:mlp" and row["evals"] > 0
+        assert row["run_s"] > row["limit_s"] > 0 and row["ratio"] > 1
+    text = md.read_text()
+    assert text.startswith("# Benchmarks") and results["machine"]["date"] in text
+    assert "| " + " | ".join(OVERHEAD_COLUMNS) + " |" in text
+    assert results["command"] in text
+    assert sum(line.startswith("| synthetic:mlp |") for line in text.splitlines()) == len(measured)
+
+    # The report alone is regenerated from the JSON.
+    md.unlink()
+    assert main(["bench", "--report-only", "--out", str(out), "--md", str(md)]) == 0
+    assert md.read_text() == text
+
+
+def test_bench_bad_flags_are_one_line_errors(tmp_path, capsys):
+    for argv, fragment in [(["--sections", "overhead,speed"], "unknown section(s) speed"),
+                           (["--seeds", "0"], "--seeds must be at least 1"),
+                           (["--benchmarks", "synthetic:nope"], "unknown benchmark"),
+                           (["--report-only", "--out", str(tmp_path / "missing.json")], "no JSON result")]:
+        assert main(["bench", "--md", str(tmp_path / "b.md"), *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("metaopt: error: ") and fragment in err[0], err
+    assert not (tmp_path / "b.md").exists()

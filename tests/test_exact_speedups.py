@@ -1,0 +1,79 @@
+"""The speed-ups of the performance work change no number: each fast path equals the library code it replaces."""
+
+import numpy as np
+import pytest
+from ConfigSpace import (Categorical, ConfigurationSpace, Constant, EqualsCondition, Float, ForbiddenAndConjunction,
+                         ForbiddenEqualsClause, ForbiddenInClause, InCondition, Integer, OrdinalHyperparameter)
+
+from components.surrogates import RandomForest
+from metaopt.benchmarks import get_benchmark
+from metaopt.space_codec import SpaceCodec
+from spaces.design_space import design_space
+
+
+def _mixed_space() -> ConfigurationSpace:
+    """Every hyperparameter kind, conditions on conditions, unconditional and conditional forbiddens."""
+    space = ConfigurationSpace()
+    kind = Categorical("kind", ["a", "b", "c"])
+    space.add([kind, Float("x", (1e-4, 1.0), log=True), Integer("n", (1, 512), log=True), Integer("m", (0, 7)),
+               Float("y", (-2.0, 3.0)), OrdinalHyperparameter("o", ["low", "mid", "high"]), Constant("k", 4),
+               Categorical("sub", ["p", "q"]), Integer("depth", (2, 9))])
+    space.add([InCondition(space["sub"], kind, ["a", "b"]), EqualsCondition(space["depth"], space["sub"], "q")])
+    space.add([ForbiddenAndConjunction(ForbiddenEqualsClause(kind, "c"), ForbiddenInClause(space["m"], [0, 1])),
+               ForbiddenAndConjunction(ForbiddenEqualsClause(space["sub"], "q"),
+                                       ForbiddenEqualsClause(space["o"], "high"))])
+    return space
+
+
+def _spaces(yahpo_data) -> dict[str, ConfigurationSpace]:
+    spaces = {"mixed": _mixed_space(), "design space": design_space()}
+    for name in ("synthetic:mlp", "synthetic:boosting", "yahpo:lcbench", "yahpo:rbv2_xgboost", "yahpo:nb301"):
+        spaces[name] = get_benchmark(name, yahpo_data).search_space
+    return spaces
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 500])
+def test_sample_uniform_equals_configspace(yahpo_data, n):
+    for name, space in _spaces(yahpo_data).items():
+        codec = SpaceCodec(space)
+        for seed in range(3):
+            X = codec.sample_uniform(n, np.random.default_rng(seed))
+            reference = SpaceCodec(space).space  # a private copy, seeded as sample_uniform seeds its own
+            reference.seed(int(np.random.default_rng(seed).integers(2**31 - 1)))
+            configs = reference.sample_configuration(size=n) if n > 1 else [reference.sample_configuration()]
+            expected = np.array([c.get_array() for c in configs], dtype=float)
+            assert X.shape == (n, codec.dim), name
+            np.testing.assert_array_equal(X, expected, err_msg=f"{name}, n={n}, seed={seed}")
+
+
+@pytest.mark.parametrize("n, p", [(2, 3), (40, 8), (300, 22)])
+def test_random_forest_equals_scikit_learn_forest(n, p):
+    from sklearn.ensemble import RandomForestRegressor
+
+    data = np.random.default_rng(n)
+    F, y, query = data.random((n, p)), data.normal(size=n), data.random((200, p))
+    model = RandomForest().fit(F, y, np.random.default_rng(7))
+    seed = int(np.random.default_rng(7).integers(2**31 - 1))  # what the surrogate draws first
+    forest = RandomForestRegressor(n_estimators=50, max_features=1 / 3, min_samples_leaf=1, random_state=seed,
+                                   n_jobs=1).fit(F, y)
+    per_tree = np.stack([tree.predict(query.astype(np.float32)) for tree in forest.estimators_])
+    mean, std = model.predict(query)
+    np.testing.assert_array_equal(mean, per_tree.mean(axis=0))
+    np.testing.assert_array_equal(std, per_tree.std(axis=0))
+
+
+@pytest.mark.parametrize("n, p", [(1, 1), (2, 3), (60, 8), (333, 22)])
+def test_gp_kernel_equals_scikit_learn_kernel(n, p):
+    from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
+    from components.gp_kernel import GPKernel
+
+    X = np.random.default_rng(n).random((n, p))
+    theta = np.random.default_rng(p).uniform(-2, 2, p + 2)
+    fast = GPKernel.default(p).clone_with_theta(theta)
+    reference = (ConstantKernel(1.0, (1e-3, 1e3)) * Matern(np.full(p, 0.5), (1e-2, 1e2), nu=2.5)
+                 + WhiteKernel(1e-2, (1e-6, 1.0))).clone_with_theta(theta)
+    (K, gradient), (K_ref, gradient_ref) = fast(X, eval_gradient=True), reference(X, eval_gradient=True)
+    np.testing.assert_array_equal(K, K_ref)
+    np.testing.assert_array_equal(gradient, gradient_ref)
+    assert gradient.strides == gradient_ref.strides  # the likelihood's einsum sees the same layout
