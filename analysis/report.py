@@ -226,10 +226,14 @@ def study_section(study: dict[str, Any], output: Path, evaluation: Evaluation | 
     elif ev:
         design.append(f"Held-out evaluation of {', '.join(map(str, ev.get('optimizers', [])))}: no finished run yet.")
     section.blocks.append("Design: " + " ".join(design))
+    # The authors' reading (the study file's ``answer``), then what the stored results say (answer.md).
+    interpretation = str(study.get("answer") or "").strip()
+    if interpretation:
+        section.blocks.append(f"Answer: {interpretation}")
     answer_file = output / "answer.md"
-    answer = answer_file.read_text().strip() if answer_file.exists() else str(study.get("answer") or "").strip()
-    if answer:
-        section.blocks.append(f"Answer: {answer}")
+    measured = answer_file.read_text().strip() if answer_file.exists() else ""
+    if measured:
+        section.blocks.append(f"{'Measured' if interpretation else 'Answer'}: {measured}")
     return section
 
 

@@ -115,6 +115,7 @@ class StudySpec(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
     question: str = ""
+    answer: str = ""
     benchmark: str
     budget: str = "30d"
     workers: int = Field(default=1, ge=1)
@@ -250,7 +251,7 @@ class StudyContext:
         return {name: validate(json.loads(path.read_text())["config"]) for name, path in paths.items() if path.exists()}
 
 
-FREE_FIELDS = ("description", "question", "workers", "ablation", "importance", "output")
+FREE_FIELDS = ("description", "question", "answer", "workers", "ablation", "importance", "output")
 """Study fields that do not change stored optimize/evaluate results: editing them keeps the output
 folder valid (ablation folders guard their own identity; importance and the report are recomputed)."""
 

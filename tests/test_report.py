@@ -72,7 +72,11 @@ def test_report_of_an_evaluated_study(output, capsys):
     assert section_titles(html) == ["Study", "Configurations compared", "Held-out evaluation",
                                     "Statistical comparison (Friedman test, Nemenyi post-hoc)"]
     assert CAPTION in html and CAPTION in md
-    assert "a tiny study for the report tests" in html and "Answer" not in html
+    assert "a tiny study for the report tests" in html
+    # the answer is computed from the stored results (analysis/answer.py) and shown in the report
+    answer = (output / "answer.md").read_text()
+    assert answer.startswith("At the full budget, mean normalized regret") and "bohb" in answer
+    assert "Answer: At the full budget" in html
     for name in ["anytime", "final_boxplots", "cd_1d", "cd_3d"]:
         assert f"figures/{name}.png" in md
     assert "Friedman χ² = " in md and "Nemenyi CD = 2.34 for 3 optimizers on 2 instances" in md
@@ -123,7 +127,10 @@ def write_fake_analyses(output):
                                                       "n_configurations": 12, "n_instances": 2,
                                                       "objective": "objective"}))
     pd.DataFrame({"optimizer": ["hb", "bohb"], "n_instances": 2, "ryc": [-0.05, 0.0], "ryc_se": [0.05, 0.0],
-                  "rtc": [0.4, 0.3], "rtc_se": [0.1, 0.1]}).to_csv(output / "eval" / "termination.csv", index=False)
+                  "rtc": [0.4, 0.3], "rtc_se": [0.1, 0.1], "rtc_budget": [0.4, 0.3], "rtc_budget_se": [0.1, 0.1],
+                  "stopped": [1.0, 0.5], "stopped_se": [0.0, 0.5], "regret_stopped": [0.3, 0.2],
+                  "regret_stopped_se": [0.1, 0.1], "regret_full": [0.25, 0.2], "regret_full_se": [0.1, 0.1]}
+                 ).to_csv(output / "eval" / "termination.csv", index=False)
     pd.DataFrame({"optimizer": ["bohb", "hb", "rs"], "n_instances": 2, "regret_at_cost": [0.1, 0.2, 0.3],
                   "regret_at_cost_se": [0.01, 0.02, 0.03], "reached": [1.0, 0.5, 0.5], "reached_se": [0.0, 0.5, 0.5],
                   "median_cost_to_target_rel": [0.3, 0.8, 1.0], "median_cost_per_eval": [100.0, 50.0, 200.0]}
@@ -131,9 +138,9 @@ def write_fake_analyses(output):
 
     study = yaml.safe_load((output / "study.yaml").read_text())
     study["question"] = "Does a meta-optimized design beat Hyperband?"
+    study["answer"] = "Yes, on these two instances.\n\nSecond paragraph."
     study["meta"] = {"instances": {"split": "train", "limit": 2}, "restriction": "table4", "trials": 9, "seeds": [1, 2]}
     (output / "study.yaml").write_text(yaml.safe_dump(study))
-    (output / "answer.md").write_text("Yes, on these two instances.\n\nSecond paragraph.")
 
 
 def test_report_with_meta_archive_ablation_importance_and_answer(output):
@@ -146,6 +153,7 @@ def test_report_with_meta_archive_ablation_importance_and_answer(output):
         "Ablation: hb-to-bohb", "Parameter importance"]
     assert "Question: Does a meta-optimized design beat Hyperband?" in html
     assert "<p>Answer: Yes, on these two instances.</p><p>Second paragraph.</p>" in html
+    assert "<p>Measured: At the full budget" in html and "Automatic termination: hb saves 40%" in html
     assert "γ* (tiny_report, synthetic:mlp)" in md and "(!)" in md  # Table 5 style, restriction marks
     for name in ["beeswarm", "cd_1.5d", "cd_3d", "cost_accuracy", "termination", "ablation_hb-to-bohb_path",
                  "importance_fanova"]:
