@@ -37,7 +37,7 @@ from metaopt.benchmarks import get_benchmark
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.references import get_reference
-from metaopt.store_utils import atomic_write_text
+from metaopt.store_utils import atomic_write_text, read_json_file
 
 SECTIONS = ("overhead", "peers", "meta", "scaling")
 WARMUP_BUDGET = "1d"
@@ -237,12 +237,7 @@ def report_only(out: Path, md: Path) -> None:
     """Regenerate the Markdown report from an existing JSON result."""
     from bench.report import markdown
 
-    try:
-        results = json.loads(Path(out).read_text())
-    except FileNotFoundError:
-        raise UsageError(f"--report-only: no JSON result at {out} (run `metaopt bench` first)") from None
-    except json.JSONDecodeError as err:
-        raise UsageError(f"--report-only: {out} is not valid JSON ({err})") from None
+    results = read_json_file(out, "--report-only (run `metaopt bench` first to write it)")
     atomic_write_text(md, markdown(results))
     print(f"bench: wrote {md} from {out}")
 

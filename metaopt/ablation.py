@@ -41,7 +41,7 @@ from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.executor import Executor
 from metaopt.run_io import jsonable
-from metaopt.store_utils import atomic_write_text
+from metaopt.store_utils import atomic_write_text, read_json_file
 
 Gamma = dict[str, Any]
 Estimate = Callable[[list[Gamma]], list[tuple[float, float]]]
@@ -340,12 +340,7 @@ def resolve_endpoint(text: str, field_name: str, fidelity: Any, study_output: Pa
         return Endpoint(text, get_preset(text).config(fidelity))
     path = Path(text)
     if path.suffix == ".json" or path.exists():
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise UsageError(f"{field_name}: file not found: {path}") from None
-        except json.JSONDecodeError as err:
-            raise UsageError(f"{field_name}: {path} is not valid JSON ({err.msg})") from None
+        data = read_json_file(path, field_name)
         if isinstance(data, dict) and isinstance(data.get("config"), dict):
             data = data["config"]
         if not isinstance(data, dict):

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from metaopt.errors import UsageError
+from metaopt.store_utils import read_json_file
 
 EXIT_USAGE = 2
 
@@ -34,12 +35,7 @@ def _print_table(df: pd.DataFrame) -> None:
 
 
 def _load_config_file(path: str) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UsageError(f"--config: file not found: {path}") from None
-    except json.JSONDecodeError as err:
-        raise UsageError(f"--config: {path} is not valid JSON ({err})") from None
+    data = read_json_file(path, "--config")
     if not isinstance(data, dict):
         raise UsageError(f"--config: {path} must hold a JSON object of design-space parameters")
     return data

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -19,3 +20,17 @@ def atomic_write_text(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_json_file(path: str | Path, field: str) -> Any:
+    """The JSON content of ``path``; a missing or malformed file is a UsageError naming ``field``."""
+    import json
+
+    from metaopt.errors import UsageError
+
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{field}: file not found: {path}") from None
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{field}: {path} is not valid JSON ({err.msg})") from None

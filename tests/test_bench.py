@@ -41,7 +41,7 @@ def test_bench_bad_flags_are_one_line_errors(tmp_path, capsys):
     for argv, fragment in [(["--sections", "overhead,speed"], "unknown section(s) speed"),
                            (["--seeds", "0"], "--seeds must be at least 1"),
                            (["--benchmarks", "synthetic:nope"], "unknown benchmark"),
-                           (["--report-only", "--out", str(tmp_path / "missing.json")], "no JSON result")]:
+                           (["--report-only", "--out", str(tmp_path / "missing.json")], "file not found")]:
         assert main(["bench", "--md", str(tmp_path / "b.md"), *argv]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("metaopt: error: ") and fragment in err[0], err
