@@ -606,20 +606,21 @@ def ablation_sections(output: Path) -> list[Section]:
     return sections
 
 
-def importance_section(output: Path) -> Section | None:
-    """fANOVA and local parameter importance from ``importance/``, when present."""
+def importance_section(output: Path, title: str = "Parameter importance") -> Section | None:
+    """fANOVA and local parameter importance from ``<output>/importance/``, when present."""
     folder = output / "importance"
+    tag = "" if title == "Parameter importance" else f"_{output.name}"  # figure names unique per arm
     caption = _importance_caption(_read_json(folder / "meta.json"))
-    blocks = [_stored_figure(folder / "fanova.png", "importance_fanova", "fANOVA importance",
+    blocks = [_stored_figure(folder / "fanova.png", f"importance_fanova{tag}", "fANOVA importance",
                              f"fANOVA: share of the meta-objective's variance explained by each parameter (main "
                              f"effects) and pair of parameters. {caption}"),
               _fanova_table(folder / "fanova.csv", f"fANOVA importance ± std. {caption}"),
-              _stored_figure(folder / "local.png", "importance_local", "Local importance around γ*",
+              _stored_figure(folder / "local.png", f"importance_local{tag}", "Local importance around γ*",
                              f"Local parameter importance: share of the variance of the objective when one "
                              f"parameter of γ* varies at a time. {caption}"),
               _csv_table(folder / "local.csv", f"Local importance ± std. {caption}", TOP_TABLE_ROWS)]
     blocks = [b for b in blocks if b is not None]
-    return Section("Parameter importance", blocks) if blocks else None
+    return Section(title, blocks) if blocks else None
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -703,9 +704,10 @@ def build_sections(output: Path, alpha: float = 0.05, budgets: list[str] | None 
         chosen = report_budgets(study, evaluation.budget, budgets)
         sections += evaluation_sections(study, output, evaluation, chosen, alpha)
     sections += ablation_sections(output)
-    importance = importance_section(output)
-    if importance is not None:
-        sections.append(importance)
+    # one importance section for a single meta-optimization, one per restriction arm otherwise
+    importance = [importance_section(output)] + [importance_section(arm, f"Parameter importance: {arm.name}")
+                                                 for arm in sorted((output / "arms").glob("*")) if arm.is_dir()]
+    sections += [s for s in importance if s is not None]
     return f"Study report: {study.get('name', output.name)}", sections
 
 

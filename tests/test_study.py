@@ -139,6 +139,7 @@ def test_a_study_runs_every_stage_from_arms_to_report(tmp_path):
     assert "held-out instances" in answer and "Automatic termination" in answer
     html = (out / "report" / "report.html").read_text()
     assert "Does the pipeline run end to end?" in html and "data:image/png;base64," in html
+    assert "Parameter importance: gamma1" in html and "Parameter importance: hb_only" in html
 
 
 def test_parallel_workers_give_the_serial_results(tmp_path):
