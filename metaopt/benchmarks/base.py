@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
-from ConfigSpace import ConfigurationSpace
+from ConfigSpace import Categorical, ConfigurationSpace, Float, Integer
+from ConfigSpace.hyperparameters import Hyperparameter
 
 from metaopt.errors import UsageError
 
@@ -37,6 +38,33 @@ class Fidelity:
         if self.is_int:
             r = float(min(max(round(r), math.ceil(self.r_min)), math.floor(self.r_max)))
         return float(r)
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One hyperparameter of a built-in benchmark (synthetic, live); non-empty ``choices`` makes it categorical."""
+
+    name: str
+    lower: float = 0.0
+    upper: float = 1.0
+    log: bool = False
+    integer: bool = False
+    choices: tuple[str, ...] = ()
+
+    def hyperparameter(self) -> Hyperparameter:
+        """The ConfigSpace hyperparameter."""
+        if self.choices:
+            return Categorical(self.name, self.choices)
+        if self.integer:
+            return Integer(self.name, (int(self.lower), int(self.upper)), log=self.log)
+        return Float(self.name, (self.lower, self.upper), log=self.log)
+
+    def allowed(self) -> str:
+        """What a value must be, for error messages."""
+        if self.choices:
+            return f"one of {list(self.choices)}"
+        kind = "an integer" if self.integer else "a number"
+        return f"{kind} in [{self.lower:g}, {self.upper:g}]"
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import sklearn
-from ConfigSpace import Categorical, ConfigurationSpace, EqualsCondition, Float, Integer
-from ConfigSpace.hyperparameters import Hyperparameter
+from ConfigSpace import ConfigurationSpace, EqualsCondition
 from sklearn import datasets
 from sklearn.base import ClassifierMixin
 from sklearn.ensemble import HistGradientBoostingClassifier
@@ -81,7 +80,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier
 from threadpoolctl import threadpool_limits
 
-from metaopt.benchmarks.base import Benchmark, Evaluation, Fidelity, split_instances
+from metaopt.benchmarks.base import Benchmark, Evaluation, Fidelity, ParamSpec, split_instances
 from metaopt.errors import UsageError
 
 VERSION = 1
@@ -147,30 +146,9 @@ def _data(instance: str) -> _Data:
 
 
 @dataclass(frozen=True)
-class _Param:
-    """One hyperparameter; non-empty ``choices`` makes it categorical."""
-
-    name: str
-    lower: float = 0.0
-    upper: float = 1.0
-    log: bool = False
-    integer: bool = False
-    choices: tuple[str, ...] = ()
+class _Param(ParamSpec):
     active_if: tuple[str, str] | None = None
     """(categorical parent, value) under which this hyperparameter is active; None: always."""
-
-    def hyperparameter(self) -> Hyperparameter:
-        if self.choices:
-            return Categorical(self.name, self.choices)
-        if self.integer:
-            return Integer(self.name, (int(self.lower), int(self.upper)), log=self.log)
-        return Float(self.name, (self.lower, self.upper), log=self.log)
-
-    def allowed(self) -> str:
-        if self.choices:
-            return f"one of {list(self.choices)}"
-        kind = "an integer" if self.integer else "a number"
-        return f"{kind} in [{self.lower:g}, {self.upper:g}]"
 
 
 @dataclass(frozen=True)

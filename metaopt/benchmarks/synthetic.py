@@ -51,9 +51,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-from ConfigSpace import Categorical, ConfigurationSpace, EqualsCondition, Float, Integer
+from ConfigSpace import ConfigurationSpace, EqualsCondition
 
-from metaopt.benchmarks.base import Benchmark, Evaluation, Fidelity, split_instances
+from metaopt.benchmarks.base import Benchmark, Evaluation, Fidelity, ParamSpec, split_instances
 from metaopt.errors import UsageError
 
 N_INSTANCES = 24
@@ -64,15 +64,9 @@ _N_CALIBRATION = 1000
 
 
 @dataclass(frozen=True)
-class _Param:
+class _Param(ParamSpec):
     """One hyperparameter. Non-empty ``choices`` makes it the family's categorical branch."""
 
-    name: str
-    lower: float = 0.0
-    upper: float = 1.0
-    log: bool = False
-    integer: bool = False
-    choices: tuple[str, ...] = ()
     active_if: str | None = None
     """The branch value under which this hyperparameter is active; None: always active."""
 
@@ -84,12 +78,6 @@ class _Param:
     def from_unit(self, u: np.ndarray) -> np.ndarray:
         v = self.lower * (self.upper / self.lower) ** u if self.log else self.lower + u * (self.upper - self.lower)
         return np.round(v) if self.integer else v
-
-    def allowed(self) -> str:
-        if self.choices:
-            return f"one of {list(self.choices)}"
-        kind = "an integer" if self.integer else "a number"
-        return f"{kind} in [{self.lower:g}, {self.upper:g}]"
 
 
 @dataclass(frozen=True)
@@ -421,14 +409,7 @@ class SyntheticBenchmark(Benchmark):
 
     def _build_space(self) -> ConfigurationSpace:
         space = ConfigurationSpace(name=self.name)
-        hps = {}
-        for p in self._fam.params:
-            if p.choices:
-                hps[p.name] = Categorical(p.name, p.choices)
-            elif p.integer:
-                hps[p.name] = Integer(p.name, (int(p.lower), int(p.upper)), log=p.log)
-            else:
-                hps[p.name] = Float(p.name, (p.lower, p.upper), log=p.log)
+        hps = {p.name: p.hyperparameter() for p in self._fam.params}
         space.add(list(hps.values()))
         branch = self._fam.branch
         for p in self._fam.params:
