@@ -31,7 +31,7 @@ class Acquisition(ABC):
         ...
 
 
-def _uncertain(std: np.ndarray | None, y_best: float | None) -> bool:
+def has_uncertainty(std: np.ndarray | None, y_best: float | None) -> bool:
     """Whether a std-based score is defined: some positive std and a finite incumbent."""
     return std is not None and bool(np.any(np.asarray(std) > 0)) and y_best is not None and bool(np.isfinite(y_best))
 
@@ -65,7 +65,7 @@ class ExpectedImprovement(Acquisition):
     needs_std = True
 
     def score(self, mean: np.ndarray, std: np.ndarray | None, y_best: float | None) -> np.ndarray:
-        if not _uncertain(std, y_best):
+        if not has_uncertainty(std, y_best):
             return np.asarray(mean, dtype=float)
         return -expected_improvement(mean, std, float(y_best))
 
@@ -75,7 +75,7 @@ class ProbabilityOfImprovement(Acquisition):
     needs_std = True
 
     def score(self, mean: np.ndarray, std: np.ndarray | None, y_best: float | None) -> np.ndarray:
-        if not _uncertain(std, y_best):
+        if not has_uncertainty(std, y_best):
             return np.asarray(mean, dtype=float)
         return -probability_of_improvement(mean, std, float(y_best))
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from ConfigSpace import Categorical, Float, Integer
 
-from components.acquisition import Acquisition, _uncertain, expected_improvement
+from components.acquisition import Acquisition, expected_improvement, has_uncertainty
 from components.cost_models import CostModel
 from components.cost_penalties import CostPenalty, NoPenalty
 from components.samplers import Sampler
@@ -86,7 +86,8 @@ class Scorer:
         encoder = FeatureEncoder(ctx.codec, ctx.state.problem.fidelity)
         loss = archive.loss
         fid = archive.fidelity
-        self.surrogate.fit(encoder.encode(archive.X, fid), loss, ctx.rng)
+        seen = encoder.encode(archive.X, fid)
+        self.surrogate.fit(seen, loss, ctx.rng)
         r = float(np.nanmax(fid)) if self.predict_at_max_fidelity else float(ctx.fidelity)
         at_r = np.isclose(fid, r) & ~np.isnan(loss)
         y_best = float(np.min(loss[at_r])) if at_r.any() else float(np.nanmin(loss))
@@ -95,8 +96,8 @@ class Scorer:
         scores = self.acquisition.score(mean, std, y_best)
         if self.cost_penalty is None or not self.cost_penalty.uses_cost:
             return scores
-        ei = expected_improvement(mean, std, y_best) if _uncertain(std, y_best) else np.zeros(len(mean))
-        self.cost_model.fit(encoder.encode(archive.X, fid), archive.cost, ctx.rng)
+        ei = expected_improvement(mean, std, y_best) if has_uncertainty(std, y_best) else np.zeros(len(mean))
+        self.cost_model.fit(seen, archive.cost, ctx.rng)
         return self.cost_penalty.score(ei, self.cost_model.predict(features), ctx.t, fallback=scores)
 
 
