@@ -318,28 +318,45 @@ def write_importance(result: ImportanceResult, out_dir: Path) -> Path:
     return folder
 
 
-def importance_for_study(study_output: Path, out_dir: Path | None = None, *, pairs: bool = True, seed: int = 1,
-                         n_trees: int = 100) -> tuple[ImportanceResult, Path]:
-    """Importance of a finished optimize stage: its archive, restricted space and γ*; written under ``out_dir``
-    (default: the study output). Returns the result and the folder written."""
-    from metaopt.study import load_study
+def importance_of_meta(folder: Path, restriction: str | None, meta_objective: str, out_dir: Path | None = None, *,
+                       pairs: bool = True, seed: int = 1, n_trees: int = 100) -> tuple[ImportanceResult, Path]:
+    """Importance of one finished meta-optimization: ``folder/meta/{archive.csv, gamma_star.json}`` searched in
+    ``restriction`` (None: the full space); written under ``out_dir`` (default ``folder``). Returns the result
+    and the folder written."""
     from spaces.design_space import design_space
     from spaces.restrictions import get_restriction
 
-    study_output = Path(study_output)
-    paths = {name: study_output / name for name in ("study.yaml", "meta/archive.csv", "meta/gamma_star.json")}
-    for path in paths.values():
+    archive_path, star_path = folder / "meta" / "archive.csv", folder / "meta" / "gamma_star.json"
+    for path in (archive_path, star_path):
         if not path.exists():
-            raise UsageError(f"{path} not found: is {study_output} the output of a study's optimize stage?")
-    meta_spec = load_study(paths["study.yaml"]).spec.meta
-    if meta_spec is None:
-        raise UsageError(f"{paths['study.yaml']} has no 'meta' section: there is no meta-archive to analyse")
-    restriction = meta_spec.restriction
+            raise UsageError(f"{path} not found: is {folder} the output of a study's optimize stage?")
     space = get_restriction(restriction).space() if restriction else design_space()
-    archive = pd.read_csv(paths["meta/archive.csv"])
-    incumbent = json.loads(paths["meta/gamma_star.json"].read_text())["config"]
-    result = compute_importance(archive, space, "objective", incumbent, seed, n_trees, pairs=pairs,
-                                provenance={"archive": str(paths["meta/archive.csv"]),
-                                            "gamma_star": str(paths["meta/gamma_star.json"]),
-                                            "restriction": restriction, "meta_objective": meta_spec.objective})
-    return result, write_importance(result, out_dir or study_output)
+    incumbent = json.loads(star_path.read_text())["config"]
+    result = compute_importance(pd.read_csv(archive_path), space, "objective", incumbent, seed, n_trees, pairs=pairs,
+                                provenance={"archive": str(archive_path), "gamma_star": str(star_path),
+                                            "restriction": restriction, "meta_objective": meta_objective})
+    return result, write_importance(result, out_dir or folder)
+
+
+def importance_for_study(study_output: Path, out_dir: Path | None = None, *, pairs: bool = True, seed: int = 1,
+                         n_trees: int = 100) -> list[tuple[str | None, ImportanceResult, Path]]:
+    """Importance of a study's finished optimize stage, per meta-optimization: (restriction, result, folder
+    written). A study with a list of restrictions has one per arm (``arms/<restriction>/``, also under
+    ``out_dir``); the others one, written under ``out_dir`` (default: the study output)."""
+    from metaopt.study import load_study
+
+    study_output = Path(study_output)
+    study_file = study_output / "study.yaml"
+    if not study_file.exists():
+        raise UsageError(f"{study_file} not found: is {study_output} the output of a study's optimize stage?")
+    meta_spec = load_study(study_file).spec.meta
+    if meta_spec is None:
+        raise UsageError(f"{study_file} has no 'meta' section: there is no meta-archive to analyse")
+    if isinstance(meta_spec.restriction, list):
+        arms = {r: (study_output / "arms" / r, out_dir / "arms" / r if out_dir else None)
+                for r in meta_spec.restriction}
+    else:
+        arms = {meta_spec.restriction: (study_output, out_dir)}
+    return [(restriction, *importance_of_meta(folder, restriction, meta_spec.objective, target, pairs=pairs,
+                                              seed=seed, n_trees=n_trees))
+            for restriction, (folder, target) in arms.items()]

@@ -392,18 +392,21 @@ def cmd_importance(args: argparse.Namespace) -> None:
 
     if args.trees < 1:
         raise UsageError(f"--trees must be at least 1, got {args.trees}")
-    result, folder = importance_for_study(Path(args.study_output), Path(args.out) if args.out else None,
-                                          pairs=args.pairs, seed=args.seed, n_trees=args.trees)
-    print(f"random forest on {result.meta['n_rows']} archive rows ({result.meta['n_configurations']} "
-          f"configurations), out-of-bag R^2 {result.meta['oob_r2']:.2f}")
-    for kind, caption in [("main", "fANOVA main effects"), ("pair", "fANOVA pairwise interactions")]:
-        part = result.fanova[result.fanova["kind"] == kind]
-        if len(part):
-            print(f"\n{caption} (top 10):")
-            _print_table(part.head(10).drop(columns="kind"))
-    print("\nlocal parameter importance around gamma* (top 10):")
-    _print_table(result.local.head(10))
-    print(f"\nwrote {folder}/fanova.csv, local.csv, fanova.png, local.png, meta.json")
+    arms = importance_for_study(Path(args.study_output), Path(args.out) if args.out else None,
+                                pairs=args.pairs, seed=args.seed, n_trees=args.trees)
+    for restriction, result, folder in arms:
+        if len(arms) > 1:
+            print(f"\n== meta-optimization in {restriction}")
+        print(f"random forest on {result.meta['n_rows']} archive rows ({result.meta['n_configurations']} "
+              f"configurations), out-of-bag R^2 {result.meta['oob_r2']:.2f}")
+        for kind, caption in [("main", "fANOVA main effects"), ("pair", "fANOVA pairwise interactions")]:
+            part = result.fanova[result.fanova["kind"] == kind]
+            if len(part):
+                print(f"\n{caption} (top 10):")
+                _print_table(part.head(10).drop(columns="kind"))
+        print("\nlocal parameter importance around gamma* (top 10):")
+        _print_table(result.local.head(10))
+        print(f"\nwrote {folder}/fanova.csv, local.csv, fanova.png, local.png, meta.json")
 
 
 def _add_ablate_parser(sub: Any) -> None:

@@ -355,22 +355,13 @@ def run_ablations(ctx: StudyContext, executor, quiet: bool = False) -> None:
 
 def run_importance(ctx: StudyContext) -> None:
     """The importance stage: fANOVA and local importance on each meta-archive (``metaopt importance``)."""
-    from analysis.importance import compute_importance, write_importance
-    from spaces.design_space import design_space
-    from spaces.restrictions import get_restriction
+    from analysis.importance import importance_of_meta
 
-    meta = ctx.study.spec.meta
     for restriction, folder in ctx.arms.items():
-        archive_path, star_path = folder / "meta" / "archive.csv", folder / "meta" / "gamma_star.json"
-        if not archive_path.exists() or not star_path.exists():
+        if not (folder / "meta" / "gamma_star.json").exists():
             print(f"importance: skipped for {restriction or 'the full space'} (no finished meta-optimization)")
             continue
-        space = get_restriction(restriction).space() if restriction else design_space()
-        result = compute_importance(pd.read_csv(archive_path), space, "objective",
-                                    json.loads(star_path.read_text())["config"], seed=1,
-                                    provenance={"archive": str(archive_path), "gamma_star": str(star_path),
-                                                "restriction": restriction, "meta_objective": meta.objective})
-        written = write_importance(result, folder)
+        result, written = importance_of_meta(folder, restriction, ctx.study.spec.meta.objective)
         print(f"importance: {written}/ (fANOVA main effects: "
               + ", ".join(f"{r.parameter} {r.importance:.2f}" for r in result.fanova.head(3).itertuples()) + ")")
 

@@ -140,6 +140,11 @@ def test_a_study_runs_every_stage_from_arms_to_report(tmp_path):
     html = (out / "report" / "report.html").read_text()
     assert "Does the pipeline run end to end?" in html and "data:image/png;base64," in html
     assert "Parameter importance: gamma1" in html and "Parameter importance: hb_only" in html
+    # `metaopt importance` on a study with arms analyses each arm's meta-archive
+    assert main(["importance", "--study-output", str(out), "--out", str(tmp_path / "imp"), "--trees", "5",
+                 "--no-pairs", "--seed", "2"]) == 0
+    for arm in ("gamma1", "hb_only"):
+        assert (tmp_path / "imp" / "arms" / arm / "importance" / "fanova.csv").exists()
 
 
 def test_parallel_workers_give_the_serial_results(tmp_path):
