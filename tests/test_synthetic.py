@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -16,7 +20,10 @@ from hypothesis import strategies as st
 from scipy.stats import spearmanr
 
 from metaopt.benchmarks.base import split_instances
-from metaopt.benchmarks.synthetic import FAMILIES, SyntheticBenchmark
+from metaopt.benchmarks import synthetic_calibration
+from metaopt.benchmarks.synthetic import FAMILIES, N_INSTANCES, SyntheticBenchmark, _instance, _rotation
+from metaopt.benchmarks.synthetic_calibration import GAP_RTOL, calibrate_all
+from metaopt.benchmarks.synthetic_gaps import GAPS
 from metaopt.errors import UsageError
 
 
@@ -169,27 +176,116 @@ def test_instances_are_the_same_in_a_fresh_process():
     assert out.split() == [repr(bench.best_known("7")), bench.evaluate("7", [c], [3]).loss.tobytes().hex()]
 
 
+_GOLDEN_CONFIGS = {
+    "rosenbrock": {"x0": 1.0, "x1": 1.0, "x2": 0.0, "x3": 0.0, "x4": 0.0},
+    "mlp": {"num_layers": 3, "units": 128, "learning_rate": 0.001, "optimizer": "adam", "dropout": 0.4},
+    "boosting": {
+        "booster": "gbtree", "eta": 0.0316227766017, "nrounds": 141, "lambda": 1.0, "subsample": 0.55, "max_depth": 8
+    },
+}
 _GOLDEN = [  # pinned values: a change means studies made before it are no longer comparable
-    ("rosenbrock", {"x0": 1.0, "x1": 1.0, "x2": 0.0, "x3": 0.0, "x4": 0.0}, 0.0, 9.302357763006041, 6.502759850026591),
-    (
-        "mlp",
-        {"num_layers": 3, "units": 128, "learning_rate": 0.001, "optimizer": "adam", "dropout": 0.4},
-        0.1333217476455817, 0.5435462539821577, 0.4305863348830537,
-    ),
-    (
-        "boosting",
-        {"booster": "gbtree", "eta": 0.0316227766017, "nrounds": 141, "lambda": 1.0, "subsample": 0.55, "max_depth": 8},
-        0.3950761239157138, 1.393526041875461, 0.6212662704694975,
-    ),
+    ("rosenbrock", 0.0, 9.3040154703775, 6.502759860193961),
+    ("mlp", 0.1333217476455817, 0.5432557843672027, 0.43058633241355726),
+    ("boosting", 0.3950761239157138, 1.3948920601423318, 0.6212662702682278),
 ]
+_RTOL = 1e-9
+"""Losses agree across CPUs to about 1e-15 relative (numpy's vector kernels for exp/log/cos/power
+differ in the last bit); any real change of a family or an instance moves them by far more."""
 
 
-@pytest.mark.parametrize(("family", "config", "best", "loss_r_min", "loss_r_max"), _GOLDEN)
-def test_pinned_values(family, config, best, loss_r_min, loss_r_max):
+@pytest.mark.parametrize(("family", "best", "loss_r_min", "loss_r_max"), _GOLDEN)
+def test_pinned_values(family, best, loss_r_min, loss_r_max):
     bench = SyntheticBenchmark(family)
-    assert bench.best_known("0") == best
+    config = _GOLDEN_CONFIGS[family]
+    assert bench.best_known("0") == best  # a draw of numpy's Generator: exact on every machine
     loss = bench.evaluate("0", [config, config], [bench.fidelity.r_min, bench.fidelity.r_max]).loss
-    np.testing.assert_allclose(loss, [loss_r_min, loss_r_max], rtol=1e-12)
+    np.testing.assert_allclose(loss, [loss_r_min, loss_r_max], rtol=_RTOL)
+
+
+def test_shipped_gap_constants_are_what_the_calibration_gives():
+    fresh = calibrate_all()
+    assert fresh.keys() == GAPS.keys() == set(FAMILIES)
+    for family in FAMILIES:
+        assert len(GAPS[family]) == N_INSTANCES
+        assert fresh[family] == pytest.approx(GAPS[family], rel=GAP_RTOL)  # GAP_RTOL says why this tolerance
+    assert _instance("mlp", 5).gap == GAPS["mlp"][5]
+
+
+def test_gap_tolerance_catches_a_small_change_of_the_calibration(monkeypatch):
+    monkeypatch.setattr(synthetic_calibration, "RHO_TARGET", (0.551, 0.751))
+    changed = [synthetic_calibration.calibrate("boosting", i) for i in range(6)]
+    assert changed != pytest.approx(GAPS["boosting"][:6], rel=GAP_RTOL)
+
+
+def test_rotation_is_the_orthogonal_factor():
+    a = np.random.default_rng(0).standard_normal((5, 5))
+    q, r = np.linalg.qr(a)
+    np.testing.assert_allclose(_rotation(a), q * np.sign(np.diag(r)), atol=1e-12)
+    np.testing.assert_allclose(_rotation(a).T @ _rotation(a), np.eye(5), atol=1e-14)
+
+
+_FINGERPRINT = """
+import json
+from metaopt.benchmarks import synthetic_calibration
+from metaopt.benchmarks.synthetic import FAMILIES, N_INSTANCES, SyntheticBenchmark, _instance, _rotation
+from metaopt.benchmarks.synthetic_calibration import GAP_RTOL, calibrate_all
+from metaopt.benchmarks.synthetic_gaps import GAPS
+from metaopt.benchmarks.synthetic_calibration import calibrate_all
+configs = json.loads({configs!r})
+out = {{"gaps/" + family: gaps for family, gaps in calibrate_all().items()}}
+for family in FAMILIES:
+    bench = SyntheticBenchmark(family)
+    fid = bench.fidelity
+    for i in bench.instances:
+        opt = bench.optimum_config(i)
+        xs = [configs[family], configs[family], opt, opt]
+        loss = bench.evaluate(i, xs, [fid.r_min, fid.r_max] * 2).loss
+        out[family + "/" + i] = [bench.best_known(i), *loss.tolist(), *(v for v in opt.values() if not isinstance(v, str))]
+print(json.dumps(out))
+"""
+
+
+def _cpu_feature_settings() -> list[dict[str, str]]:
+    """Environments that make numpy use each level of vector kernels this CPU has, down to the baseline.
+
+    NPY_DISABLE_CPU_FEATURES takes numpy's dispatch targets (``__cpu_dispatch__``, lowest first:
+    e.g. X86_V3 (AVX2, FMA3), X86_V4 / AVX512_* (AVX-512)); the baseline cannot be disabled
+    (numpy refuses to start) and a target the CPU lacks is silently ignored, so the list holds
+    only the targets this CPU has. The lowest level also picks OpenBLAS's generic x86-64 kernels.
+    """
+    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+    have = [t for t in __cpu_dispatch__ if __cpu_features__.get(t)]
+    settings = [{"NPY_DISABLE_CPU_FEATURES": " ".join(have[k:])} for k in range(len(have), -1, -1)]
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        settings[-1]["OPENBLAS_CORETYPE"] = "Prescott"
+    return settings
+
+
+def test_instances_and_losses_agree_under_every_cpu_feature_level():
+    """Every instance of every family: best_known, gap constants (recalibrated), optimum, losses."""
+    settings = _cpu_feature_settings()
+    assert settings[0] == {"NPY_DISABLE_CPU_FEATURES": ""} and len(settings) >= 2  # at least the baseline
+    code = _FINGERPRINT.format(configs=json.dumps(_GOLDEN_CONFIGS))
+    results = []
+    for extra in settings:
+        env = dict(os.environ, **extra)
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        results.append(json.loads(done.stdout))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(code, {})
+    here = json.loads(out.getvalue())  # the same in this process
+    for family in FAMILIES:
+        assert here["gaps/" + family] == pytest.approx(GAPS[family], rel=GAP_RTOL)
+        for i in SyntheticBenchmark(family).instances:
+            assert here[family + "/" + i][0] == SyntheticBenchmark(family).best_known(i)
+    for family, best, loss_r_min, loss_r_max in _GOLDEN:
+        assert here[family + "/0"][:3] == pytest.approx([best, loss_r_min, loss_r_max], rel=_RTOL)
+    for extra, result in zip(settings, results):
+        assert result.keys() == here.keys()
+        for key in here:
+            assert result[key] == pytest.approx(here[key], rel=_RTOL), (extra, key)
 
 
 def test_instances_differ():

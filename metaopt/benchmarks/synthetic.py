@@ -27,16 +27,26 @@ sub-function applies. The loss at fidelity r in [r_min, r_max] is
 - ``F`` is the family's base function (``_rosenbrock``, ``_rippled_bowl``, ``_bowl``):
   non-negative and zero only at z = 0.
 - Per instance, ``numpy.random.default_rng([crc32(family), instance])`` draws the optimum's
-  location ``u*_b`` (interior, on the integer grid for integers), the rotation ``Q_b``, the
-  per-axis rescaling ``S_b``, the branch penalty ``delta_b`` (zero for the optimum's branch) and
-  the best loss ``y*``: an instance is a pure function of (family, index).
+  location ``u*_b`` (interior, on the integer grid for integers), the rotation ``Q_b`` (the Q
+  factor of a Gaussian matrix, by Gram-Schmidt in plain Python floats so that it is bitwise the
+  same on every machine), the per-axis rescaling ``S_b``, the branch penalty ``delta_b`` (zero for
+  the optimum's branch) and the best loss ``y*``: an instance is a pure function of (family, index).
 - The low-fidelity gap ``h * G * (w + 0.1 eps)`` is zero at r_max and decays with r like a
   learning curve, with a configuration-dependent size ``w(x) > 0`` and rate ``a(x) > 0`` (see
   each family's ``_*_curve``); ``eps(x, r)`` in [0, 1) is deterministic noise hashed from the
-  configuration's values, r and the instance. ``G`` is calibrated per instance (by bisection on
-  1000 random configurations drawn from the instance's generator) so that the Spearman
-  correlation between r_min and r_max losses is a target drawn from [0.55, 0.75], capped where the
-  gap already agrees with the full-fidelity ranking (then the correlation is higher).
+  configuration's values, r and the instance. ``G`` is a per-instance constant shipped in
+  ``synthetic_gaps.py``, calibrated (by ``python -m metaopt.benchmarks.synthetic_calibration``,
+  which rewrites that file) so that the Spearman correlation between r_min and r_max losses is
+  a target drawn from [0.55, 0.75], capped where the gap already agrees with the full-fidelity
+  ranking (then the correlation is higher). It is shipped rather than calibrated at run time
+  because a calibration on another CPU may differ from it by rounding errors (about 1e-13
+  relative, see ``GAP_RTOL`` there); the shipped constants make every instance exact.
+
+Evaluation itself uses numpy's exp/log/cos/expm1/power, whose last bit may differ between CPUs
+(numpy picks vector kernels by CPU feature), so losses agree across machines to about 1e-15
+relative, not bitwise; on one machine they are bitwise deterministic and batch independent.
+The optimum's values are rounded to 8 significant digits (exact everywhere); its unit
+coordinates ``u*_b`` pass through np.log and share the last-bit caveat.
 
 Hence the full-fidelity minimum is exactly ``y*`` (:meth:`SyntheticBenchmark.best_known`),
 reached at :meth:`SyntheticBenchmark.optimum_config`. The cost is a simulated runtime in seconds,
@@ -45,7 +55,9 @@ roughly linear in r, that grows with model size (each family's ``_*_cost``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -54,13 +66,11 @@ import numpy as np
 from ConfigSpace import ConfigurationSpace, EqualsCondition
 
 from metaopt.benchmarks.base import Benchmark, Evaluation, Fidelity, ParamSpec, split_instances
+from metaopt.benchmarks.synthetic_gaps import GAPS
 from metaopt.errors import UsageError
 
 N_INSTANCES = 24
 N_TRAIN = 6
-_RHO_TARGET = (0.55, 0.75)
-"""Range of the per-instance Spearman correlation between r_min and r_max losses."""
-_N_CALIBRATION = 1000
 
 
 @dataclass(frozen=True)
@@ -324,40 +334,33 @@ def _noise(x: _Batch, r: np.ndarray, seed: int) -> np.ndarray:
     return (h >> np.uint64(11)).astype(np.float64) / 2.0**53
 
 
-def _ranks(v: np.ndarray) -> np.ndarray:
-    ranks = np.empty(len(v))
-    ranks[np.argsort(v, kind="stable")] = np.arange(len(v))
-    return ranks
+def _rotation(a: np.ndarray) -> np.ndarray:
+    """The orthogonal factor Q of a = QR with diag(R) > 0: Gram-Schmidt on the columns of ``a``.
 
-
-def _calibrate_gap(excess: np.ndarray, gap: np.ndarray, target: float) -> float:
-    """G such that Spearman(excess + G * gap, excess) = target (bisection on log G).
-
-    G is searched in [1e-3, 3] * std(excess) / std(gap): where the gap agrees so much with the
-    excess that even the upper end keeps the correlation above the target, the upper end is used
-    (a larger gap would dwarf the loss it is a bias of).
+    Called once per branch when an instance is drawn. Hand-written instead of ``np.linalg.qr``:
+    LAPACK's Q differs in the last bits with the BLAS kernels picked for the CPU (e.g. OpenBLAS
+    with OPENBLAS_CORETYPE=Sandybridge vs Haswell), and the rotation is an instance constant.
+    Python float products, ``math.fsum`` (exactly rounded sums) and ``math.sqrt`` are IEEE
+    operations with one correct result, so Q is bitwise the same on every machine.
     """
-    ranks = _ranks(excess)
-    ranks -= ranks.mean()
-
-    def rho(g: float) -> float:
-        other = _ranks(excess + g * gap)
-        other -= other.mean()
-        return float(ranks @ other / (ranks @ ranks))
-
-    unit = excess.std() / gap.std()
-    lo, hi = np.log(1e-3 * unit), np.log(3 * unit)
-    if rho(np.exp(hi)) >= target:
-        return float(np.exp(hi))
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if rho(np.exp(mid)) > target else (lo, mid)
-    return float(np.exp((lo + hi) / 2))
+    q: list[list[float]] = []
+    for j in range(a.shape[1]):
+        v = [float(x) for x in a[:, j]]
+        for u in q:  # modified Gram-Schmidt: project out the previous columns one at a time
+            d = math.fsum(x * y for x, y in zip(u, v))
+            v = [x - d * y for x, y in zip(v, u)]
+        norm = math.sqrt(math.fsum(x * x for x in v))
+        q.append([x / norm for x in v])
+    return np.array(q).T
 
 
-@functools.cache
-def _instance(family: str, index: int) -> _Instance:
-    """Draw instance ``index`` of ``family`` from its own fixed seed (platform independent)."""
+def _draw(family: str, index: int) -> tuple[_Instance, np.random.Generator]:
+    """All random draws of instance ``index`` of ``family`` except its gap constant G.
+
+    Called by :func:`_instance` and by the calibration of G
+    (:mod:`metaopt.benchmarks.synthetic_calibration`). Returns the instance with ``gap`` NaN and
+    the instance's generator, positioned where the calibration continues to draw from it.
+    """
     fam = _FAMILIES[family]
     rng = np.random.default_rng([zlib.crc32(family.encode()), index])
     best = float(rng.uniform(*fam.best))
@@ -366,11 +369,12 @@ def _instance(family: str, index: int) -> _Instance:
     optimum: dict[str, Any] = {}
     for b in fam.branches:
         params = fam.numeric(b)
-        # optimum in the interior: u in [0.1, 0.9], then snapped to the integer grid where needed
+        # optimum in the interior: u in [0.1, 0.9], then snapped to the integer grid or rounded to
+        # 8 significant digits (np.power's last bit depends on the CPU; the rounded decimal does not)
         values = [p.from_unit(rng.uniform(0.1, 0.9, size=1)) for p in params]
+        values = [v if p.integer else np.array([float(f"{v[0]:.8g}")]) for p, v in zip(params, values)]
         u_opt = np.array([p.to_unit(v)[0] for p, v in zip(params, values)])
-        q, r = np.linalg.qr(rng.standard_normal((len(params), len(params))))
-        rotation = q * np.sign(np.diag(r))
+        rotation = _rotation(rng.standard_normal((len(params), len(params))))
         scale = rng.uniform(*fam.scales, size=len(params))
         penalty = 0.0 if b == best_branch else float(rng.uniform(*fam.penalty))
         branches[b] = _Branch(u_opt, rotation, scale, penalty)
@@ -378,12 +382,14 @@ def _instance(family: str, index: int) -> _Instance:
             optimum = {fam.branch.name: b} if fam.branch else {}
             optimum |= {p.name: int(v[0]) if p.integer else float(v[0]) for p, v in zip(params, values)}
     seed = int(rng.integers(2**63))
-    target = float(rng.uniform(*_RHO_TARGET))
-    x = _random_batch(fam, rng, _N_CALIBRATION)
-    w, _ = fam.curve(x)
-    noise = _noise(x, np.full(_N_CALIBRATION, fam.fidelity.r_min), seed)
-    gap = _calibrate_gap(_excess(fam, branches, x), w + 0.1 * noise, target)
-    return _Instance(best, gap, seed, branches, optimum)
+    return _Instance(best, float("nan"), seed, branches, optimum), rng
+
+
+@functools.cache
+def _instance(family: str, index: int) -> _Instance:
+    """Instance ``index`` of ``family``: its random draws plus its shipped gap constant G."""
+    inst, _ = _draw(family, index)
+    return dataclasses.replace(inst, gap=GAPS[family][index])
 
 
 class SyntheticBenchmark(Benchmark):
