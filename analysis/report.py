@@ -38,6 +38,7 @@ from analysis.figures import Figure
 from analysis.stats import average_ranks, rank_test, scores_by_instance
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
+from metaopt.run_io import DamagedRun, check_run, read_run
 
 TOP_TABLE_ROWS = 20
 
@@ -125,12 +126,16 @@ def load_evaluation(output: Path, study: dict[str, Any]) -> Evaluation | None:
         optimizer, instance, seed = path.parts[-4], path.parts[-3], int(path.parts[-2].removeprefix("seed-"))
         if wanted is not None and optimizer not in wanted:
             continue
-        summary = json.loads(path.read_text())
+        try:
+            stored = read_run(path.parent)  # a damaged run (metaopt.run_io) is not a result
+        except DamagedRun:
+            continue
+        summary = stored.summary
         budget = budget or study_budget(str(summary["budget_spec"]), float(summary["budget"]), summary["budget_unit"])
         configs.setdefault(optimizer, summary.get("config") or {})
         rows.append({"optimizer": optimizer, "instance": instance, "seed": seed,
                      **{k: v for k, v in summary.items() if k not in ("config", "reference", "instance", "seed")}})
-        trace = pd.read_csv(path.parent / "trace.csv", usecols=["budget_used", "cost_used", "normalized_regret"])
+        trace = stored.trace
         spent = trace["budget_used"] if budget.unit == "full_evals" else trace["cost_used"]
         if budget.unit == "typical_cost":
             spent = spent * budget.amount / float(summary["budget"])
@@ -138,7 +143,7 @@ def load_evaluation(output: Path, study: dict[str, Any]) -> Evaluation | None:
                                                             trace["normalized_regret"]})
     if not rows:
         return None
-    failed = sum(1 for p in runs_dir.glob("*/*/seed-*/failed.json") if not (p.parent / "summary.json").exists())
+    failed = sum(1 for p in runs_dir.glob("*/*/seed-*/failed.json") if check_run(p.parent) is not None)
     return Evaluation(pd.DataFrame(rows), traces, configs, budget, failed)
 
 

@@ -4,7 +4,8 @@
 the budget ± s.e. over instances (seeds averaged per instance first). Each run is stored as
 ``<store>/<γ hash>/<instance>/seed-<k>.json`` (written atomically as it finishes); stored finished
 runs are never rerun, runs that raised are retried by the next call (until then they count with
-the meta-optimization's crash objective, ``metaopt.meta.CRASH_OBJECTIVE``).
+the meta-optimization's crash objective, ``metaopt.meta.CRASH_OBJECTIVE``), and a damaged record
+(not valid JSON, fields missing) is redone with a line saying so.
 
 Racing (optional): the candidates of one call run seed by seed (a round = one seed on every
 instance). After each round but the last, every candidate is compared with the current best (the
@@ -45,6 +46,8 @@ from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
 
 RACE_ALPHA = 0.05
+RECORD_FIELDS = {"hash", "instance", "seed", "status", "regret"}
+"""Fields every stored run record has; a record without them is damaged and redone."""
 SUPPORT_MARGIN = 0.05
 """How far (in ConfigSpace's [0, 1] vector scale) beyond the archive's range a numeric value counts as seen."""
 
@@ -64,8 +67,15 @@ class EvaluatedEstimator:
         self.yahpo_data, self.quiet = yahpo_data, quiet
         self.references = {i: get_reference(bench, i) for i in self.instances}
         self.records: dict[tuple[str, str, int], dict[str, Any]] = {}
-        for path in store.glob("*/*/seed-*.json"):
-            record = json.loads(path.read_text())
+        for path in sorted(store.glob("*/*/seed-*.json")):
+            try:  # one atomically written file per run: damage means someone changed it
+                record = json.loads(path.read_text())
+            except ValueError:
+                record = None
+            if not isinstance(record, dict) or not RECORD_FIELDS <= record.keys():
+                print(f"ablation: stored run {path} is damaged (not a complete run record); it is redone")
+                path.unlink()
+                continue
             if record["status"] == "ok":
                 self.records[(record["hash"], record["instance"], int(record["seed"]))] = record
         self.raced_out: dict[str, int] = {}  # γ hash -> seeds it ran before racing dropped it

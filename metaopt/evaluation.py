@@ -1,14 +1,19 @@
 """The evaluation stage: optimizers × held-out instances × seeds, every trace stored, then tables and plots.
 
-Store layout (one folder per run; ``summary.json`` is written last and atomically, so a folder
-with a summary is a finished run; a run that raised leaves ``failed.json`` with its traceback)::
+Store layout (one folder per run; ``summary.json`` is written last and atomically and records
+the digest of ``trace.csv``, so a folder whose summary and trace match is a finished run, see
+:mod:`metaopt.run_io`; a run that raised leaves ``failed.json`` with its traceback)::
 
     <output>/eval/runs/<optimizer>/<instance>/seed-<k>/{trace.csv, summary.json | failed.json}
     <output>/eval/results.csv      one row per finished run (final and intermediate regrets)
-    <output>/eval/table.csv|.md    mean ± s.e. over instances at each reported budget
+    <output>/eval/table.csv|.md    mean ± s.e. over instances at each reported budget; runs = finished runs
+    <output>/eval/wall_times.csv   mean wall time per run of each optimizer (a measurement, kept apart)
     <output>/eval/anytime.png|.csv mean normalized regret vs. budget
 
-Rerunning skips finished runs; failed runs are tried again.
+Rerunning skips finished runs; failed runs are tried again, and damaged ones (a truncated or
+missing trace, a truncated summary) are redone with a line saying which. Results and tables are
+in the order of the runs' specifications, never in completion order, so they do not depend on
+the number of workers or on interruptions. ``table.md`` names the runs that failed.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 import numpy as np
 import pandas as pd
@@ -28,7 +33,7 @@ from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.executor import Executor
 from metaopt.references import Reference
-from metaopt.run_io import is_complete, read_run, write_run
+from metaopt.run_io import UNFINISHED, check_run, read_run, write_run
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
 
@@ -43,6 +48,44 @@ class OptimizerEntry:
     skipped: str | None = None
 
 
+def optimizer_name(entry: Any) -> str:
+    """The name of an optimizer list entry: the string itself, or a variant's ``name``."""
+    return entry if isinstance(entry, str) else entry.name
+
+
+def _is_gamma_star(entry: Any) -> bool:
+    return isinstance(entry, str) and entry.startswith("gamma_star")
+
+
+def _check_unique(names: list[Any], field: str) -> None:
+    """UsageError naming ``field[k]`` for the first optimizer name given twice."""
+    seen: dict[str, int] = {}
+    for k, entry in enumerate(names):
+        name = optimizer_name(entry)
+        if name in seen:
+            raise UsageError(f"field '{field}[{k}]': optimizer {name!r} is listed twice (also {field}[{seen[name]}]); "
+                             "each optimizer is evaluated once")
+        seen[name] = k
+
+
+def check_optimizers(names: list[Any], bench: Benchmark, gamma_star_names: Collection[str],
+                     field: str = "optimizers") -> None:
+    """Called when a study is loaded, before any work: UsageError naming ``field[k]`` unless every entry
+    resolves (as :func:`resolve_optimizers` will) and no name is given twice.
+
+    ``gamma_star_names`` are the γ* names the study will have (its meta-optimizations or
+    ``gamma_star_from``); they need not be computed yet. Peers are checked by name only (whether
+    their library is installed is reported when the evaluation runs).
+    """
+    _check_unique(names, field)
+    for k, entry in enumerate(names):
+        if not _is_gamma_star(entry):
+            _resolve_one(k, entry, bench, field, peer_status=False)
+        elif entry not in gamma_star_names:
+            known = ", ".join(gamma_star_names) or "none (the study has no meta section and no evaluation.gamma_star_from)"
+            raise UsageError(f"field '{field}[{k}]': {entry!r} is not a gamma* of this study; known: {known}")
+
+
 def resolve_optimizers(names: list[Any], bench: Benchmark, gamma_stars: dict[str, dict[str, Any]],
                        field: str = "optimizers") -> list[OptimizerEntry]:
     """Optimizer names and variants to entries; unavailable peers are marked skipped.
@@ -50,37 +93,43 @@ def resolve_optimizers(names: list[Any], bench: Benchmark, gamma_stars: dict[str
     A name is ``gamma_star`` (or ``gamma_star:<restriction>``: a key of ``gamma_stars``), a preset
     or a peer. A variant (an object with ``name`` and ``preset``
     or ``config``, plus ``set`` overrides; see :class:`metaopt.study.OptimizerVariant`) is a
-    configuration defined in the study, e.g. a preset with another stopping rule.
+    configuration defined in the study, e.g. a preset with another stopping rule. A name given
+    twice is a UsageError.
     """
-    from spaces.presets import PRESETS, get_preset
-
+    _check_unique(names, field)
     entries = []
     for k, name in enumerate(names):
-        if not isinstance(name, str):
-            base = get_preset(name.preset).config(bench.fidelity) if name.preset else dict(name.config)
-            try:
-                config = _override(base, name.set)
-            except UsageError as err:
-                raise UsageError(f"field '{field}[{k}]' ({name.name}): {err}") from None
-            entries.append(OptimizerEntry(name.name, config=config))
-            continue
-        if name.startswith("gamma_star"):
-            if name not in gamma_stars:
-                raise UsageError(f"field '{field}[{k}]': optimizer {name!r} needs a finished meta-optimization "
-                                 f"(run `metaopt optimize STUDY` first){'' if ':' in name else ' or evaluation.gamma_star_from'}")
+        if not _is_gamma_star(name):
+            entries.append(_resolve_one(k, name, bench, field, peer_status=True))
+        elif name in gamma_stars:
             entries.append(OptimizerEntry(name, config=gamma_stars[name]))
-            continue
-        if name in PRESETS:
-            entries.append(OptimizerEntry(name, config=get_preset(name).config(bench.fidelity)))
-            continue
-        from metaopt.peers import PEERS, peer_status  # imports the peer libraries' adapters only when needed
-
-        if name not in PEERS:
-            raise UsageError(f"unknown optimizer {name!r}; known: gamma_star, presets {', '.join(PRESETS)}, "
-                             f"peers {', '.join(PEERS)}")
-        status = peer_status()[name]
-        entries.append(OptimizerEntry(name, peer=name, skipped=None if status == "available" else status))
+        else:
+            raise UsageError(f"field '{field}[{k}]': optimizer {name!r} needs a finished meta-optimization "
+                             f"(run `metaopt optimize STUDY` first){'' if ':' in name else ' or evaluation.gamma_star_from'}")
     return entries
+
+
+def _resolve_one(k: int, name: Any, bench: Benchmark, field: str, peer_status: bool) -> OptimizerEntry:
+    """Entry ``k`` of an optimizer list (not a γ*): a variant, a preset or a peer; UsageError naming
+    ``field[k]``. With ``peer_status``, a peer whose library is missing is marked skipped."""
+    from spaces.presets import PRESETS, get_preset
+
+    if not isinstance(name, str):
+        try:
+            base = get_preset(name.preset).config(bench.fidelity) if name.preset else dict(name.config)
+            config = _override(base, name.set)
+        except UsageError as err:
+            raise UsageError(f"field '{field}[{k}]' ({name.name}): {err}") from None
+        return OptimizerEntry(name.name, config=config)
+    if name in PRESETS:
+        return OptimizerEntry(name, config=get_preset(name).config(bench.fidelity))
+    from metaopt import peers  # imports the peer libraries' adapters only when needed
+
+    if name not in peers.PEERS:
+        raise UsageError(f"field '{field}[{k}]': unknown optimizer {name!r}; known: gamma_star, presets "
+                         f"{', '.join(PRESETS)}, peers {', '.join(peers.PEERS)}")
+    status = peers.peer_status()[name] if peer_status else "available"
+    return OptimizerEntry(name, peer=name, skipped=None if status == "available" else status)
 
 
 def _override(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -92,6 +141,11 @@ def _override(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]
     if inactive:
         raise UsageError(f"parameter {inactive[0]} is inactive in this configuration")
     return merged
+
+
+MAX_DAMAGE_LINES = 20
+"""Damaged runs named one per line before the rest are counted in one line (e.g. a store from
+before trace digests, where every run is redone)."""
 
 
 def run_dir(output: Path, optimizer: str, instance: str, seed: int) -> Path:
@@ -121,7 +175,7 @@ def evaluate(output: Path, bench: Benchmark, entries: list[OptimizerEntry], inst
     specs = [RunSpec(e.name, bench.name, i, s, budget, references[i], config=e.config, peer=e.peer,
                      yahpo_data=yahpo_data)
              for e in runnable for i in instances for s in seeds]
-    todo = [spec for spec in specs if not is_complete(run_dir(output, spec.optimizer, spec.instance, spec.seed))]
+    todo = _runs_to_do(output, specs)
     print(f"evaluation: {len(runnable)} optimizers x {len(instances)} instances x {len(seeds)} seeds = "
           f"{len(specs)} runs, {len(specs) - len(todo)} already done; {executor.describe()}")
     started = time.perf_counter()
@@ -142,9 +196,12 @@ def evaluate(output: Path, bench: Benchmark, entries: list[OptimizerEntry], inst
     elapsed = time.perf_counter() - started
     print(f"evaluation: {len(todo)} runs in {elapsed:.1f} s" + (f", {failures} failed (see failed.json)" if failures else ""))
 
-    done = [(spec, run_dir(output, spec.optimizer, spec.instance, spec.seed)) for spec in specs]
+    folders = [(spec, run_dir(output, spec.optimizer, spec.instance, spec.seed)) for spec in specs]
+    finished = [check_run(d) is None for _, d in folders]
     results = [(dict(optimizer=s.optimizer, instance=s.instance, seed=s.seed), read_run(d))
-               for s, d in done if is_complete(d)]
+               for (s, d), ok in zip(folders, finished) if ok]
+    failed = [f"{s.optimizer} on {s.instance} seed {s.seed}" for (s, d), ok in zip(folders, finished)
+              if not ok and (d / "failed.json").exists()]
     if not results:
         raise UsageError("evaluation: no run finished; nothing to tabulate")
     caption = (f"{caption_prefix}{bench.name}: {len(instances)} instances "
@@ -155,7 +212,32 @@ def evaluate(output: Path, bench: Benchmark, entries: list[OptimizerEntry], inst
                                 caption)
     if cost_reference is not None:
         write_cost_table(output / "eval", results, cost_reference, caption)
-    return write_tables(output / "eval", results, budget, report_budgets, caption, n_instances=len(instances))
+    return write_tables(output / "eval", results, budget, report_budgets, caption, n_instances=len(instances),
+                        failed=failed)
+
+
+def _runs_to_do(output: Path, specs: list[RunSpec]) -> list[RunSpec]:
+    """Called before the runs start: the specs without a finished, intact run in the store.
+
+    A damaged run (see :func:`metaopt.run_io.check_run`) gets one line saying so and loses its
+    summary, so that nothing reads it before it is redone.
+    """
+    todo, damaged = [], 0
+    for spec in specs:
+        folder = run_dir(output, spec.optimizer, spec.instance, spec.seed)
+        problem = check_run(folder)
+        if problem is None:
+            continue
+        if problem != UNFINISHED:
+            damaged += 1
+            if damaged <= MAX_DAMAGE_LINES:
+                print(f"evaluation: run {spec.optimizer} on {spec.instance} seed {spec.seed} is damaged ({problem}); "
+                      "it is redone")
+            (folder / "summary.json").unlink(missing_ok=True)
+        todo.append(spec)
+    if damaged > MAX_DAMAGE_LINES:
+        print(f"evaluation: ... and {damaged - MAX_DAMAGE_LINES} more damaged runs are redone")
+    return todo
 
 
 def write_cost_table(folder: Path, results: list[tuple[dict, Any]], reference: str, caption: str) -> pd.DataFrame:
@@ -244,8 +326,14 @@ def write_termination_table(folder: Path, results: list[tuple[dict, Any]], twin_
 
 
 def write_tables(folder: Path, results: list[tuple[dict, Any]], budget: Budget, report_budgets: list[Budget],
-                 caption: str, n_instances: int) -> pd.DataFrame:
-    """results.csv, table.csv/.md and the anytime curves of finished runs."""
+                 caption: str, n_instances: int, failed: Collection[str] = ()) -> pd.DataFrame:
+    """results.csv, table.csv/.md and the anytime curves of finished runs.
+
+    ``results`` come in a fixed order (the runs' specifications), so the files do not depend on
+    completion order; wall times go to wall_times.csv only. Returns the shown table with the wall
+    time per run (for printing). ``failed`` names runs that failed ("hb on 3 seed 2"): table.md says they
+    are missing, and its ``runs`` column counts only the finished ones.
+    """
     from analysis.anytime import anytime_table, budget_grid, mean_se_over_instances, regret_at
     from analysis.plots import plot_anytime
 
@@ -261,7 +349,11 @@ def write_tables(folder: Path, results: list[tuple[dict, Any]], budget: Budget, 
                                                        np.array([rb.amount * scale]))[0]) if len(res.trace) else np.nan
         rows.append(row)
     per_run = pd.DataFrame(rows)
-    atomic_write_text(folder / "results.csv", per_run.to_csv(index=False))
+    # Wall times are measurements, not results: they go to wall_times.csv, so that results.csv and
+    # the tables are the same bytes however the runs were scheduled or interrupted.
+    walls = per_run.groupby("optimizer").agg(runs=("seed", "size"), wall_time_per_run_s=("wall_time_s", "mean"))
+    atomic_write_text(folder / "wall_times.csv", walls.reset_index().to_csv(index=False))
+    atomic_write_text(folder / "results.csv", per_run.drop(columns="wall_time_s").to_csv(index=False))
 
     table = None
     for rb in report_budgets:
@@ -269,16 +361,19 @@ def write_tables(folder: Path, results: list[tuple[dict, Any]], budget: Budget, 
         agg[f"regret@{rb.spec}"] = [f"{m:.4f} ± {s:.4f}" for m, s in zip(agg["mean"], agg["se"])]
         agg = agg.rename(columns={"mean": f"mean@{rb.spec}", "se": f"se@{rb.spec}"})
         table = agg if table is None else table.merge(agg.drop(columns="n_instances"), on="optimizer")
-    walls = per_run.groupby("optimizer").agg(runs=("seed", "size"), wall_time_per_run_s=("wall_time_s", "mean"))
-    table = table.merge(walls.reset_index(), on="optimizer")
-    table = table.sort_values(f"mean@{report_budgets[-1].spec}").reset_index(drop=True)
+    table = table.merge(walls[["runs"]].reset_index(), on="optimizer")
+    table = table.sort_values([f"mean@{report_budgets[-1].spec}", "optimizer"]).reset_index(drop=True)
     atomic_write_text(folder / "table.csv", table.to_csv(index=False))
 
-    shown = ["optimizer"] + [f"regret@{rb.spec}" for rb in report_budgets] + ["n_instances", "runs", "wall_time_per_run_s"]
+    shown = ["optimizer"] + [f"regret@{rb.spec}" for rb in report_budgets] + ["n_instances", "runs"]
     md = ["# Held-out evaluation", "",
           f"Mean normalized regret (mean over seeds per instance, then mean ± standard error over "
           f"{n_instances} instances) at budgets {', '.join(rb.spec for rb in report_budgets)}.", "",
           markdown_table(table[shown])]
+    if failed:
+        md += ["", f"{len(failed)} run{'s' if len(failed) > 1 else ''} failed and {'are' if len(failed) > 1 else 'is'} "
+                   f"not in this table: {', '.join(failed)} (see failed.json; rerun to retry)."]
+        caption += f"; {len(failed)} of {len(failed) + len(results)} runs failed"
     if budget.unit == "full_evals":
         first = max(float(res.trace["budget_used"].iloc[0]) for _, res in results if len(res.trace))
         curves = anytime_table(((keys, res.trace) for keys, res in results), budget_grid(first, budget.amount))
@@ -287,7 +382,7 @@ def write_tables(folder: Path, results: list[tuple[dict, Any]], budget: Budget, 
                      caption + "; band = ± 1 s.e. over instances")
         md += ["", "![anytime mean normalized regret](anytime.png)", "", f"*{caption}*"]
     atomic_write_text(folder / "table.md", "\n".join(md) + "\n")
-    return table[shown]
+    return table[shown].merge(walls[["wall_time_per_run_s"]].reset_index(), on="optimizer")
 
 
 def markdown_table(df: pd.DataFrame) -> str:

@@ -1,11 +1,22 @@
-"""Atomic file writes: a temporary file in the same directory, then an atomic rename."""
+"""Store helpers: atomic file writes, file digests, and the lock that gives one process an output folder.
+
+The lock (:func:`output_lock`) is ``fcntl.flock`` on ``<output>/.lock``: the kernel releases it when
+the holding process ends, however it ends (also SIGKILL), so a crash never leaves a stale lock.
+Every command that writes into a study output folder takes it once, before writing anything.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+LOCK_NAME = ".lock"
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -22,6 +33,40 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def file_digest(data: bytes) -> str:
+    """The SHA-256 hex digest of ``data`` (e.g. a stored file's exact bytes)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+@contextmanager
+def output_lock(output: Path) -> Iterator[None]:
+    """Hold the lock of the output folder ``output`` (created if missing) for the ``with`` block.
+
+    Called once by each command that writes into a study output folder, before it writes. A second
+    process asking for a held lock is refused at once: UsageError naming the holder's pid (which
+    the holder writes into the lock file). Not reentrant: a process takes it once per folder.
+    (Hand-written rather than the ``filelock`` package, which is not a dependency and does not
+    say who holds a lock; this is a dozen lines of ``fcntl``.)
+    """
+    from metaopt.errors import UsageError
+
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    fd = os.open(output / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise UsageError(f"{output} is in use by another metaopt process (pid {holder}); "
+                             "wait for it or use another output folder") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def read_json_file(path: str | Path, field: str) -> Any:
     """The JSON content of ``path``; a missing or malformed file is a UsageError naming ``field``."""
     import json
@@ -32,5 +77,32 @@ def read_json_file(path: str | Path, field: str) -> Any:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise UsageError(f"{field}: file not found: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{field}: {path} is a folder, not a JSON file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{field}: {path} is not a UTF-8 text file") from None
     except json.JSONDecodeError as err:
         raise UsageError(f"{field}: {path} is not valid JSON ({err.msg})") from None
+
+
+def check_writable(path: str | Path, field: str, folder: bool) -> None:
+    """Called before work starts on a path the work will write: UsageError naming ``field`` unless
+    ``path`` can be written as a folder (``folder``) or as a file.
+
+    A folder must not be an existing file; a file must not be an existing folder; the nearest
+    existing ancestor must be a writable folder (so that the path can be created).
+    """
+    from metaopt.errors import UsageError
+
+    path = Path(path)
+    if folder and path.exists() and not path.is_dir():
+        raise UsageError(f"{field}: {path} is an existing file; give a folder")
+    if not folder and path.is_dir():
+        raise UsageError(f"{field}: {path} is a folder; give a file name")
+    ancestor = path if folder else path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"{field}: cannot create {path}: {ancestor} is a file, not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"{field}: cannot create {path}: no permission to write in {ancestor}")
