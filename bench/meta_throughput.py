@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -64,10 +65,12 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
                 started = time.perf_counter()
                 with contextlib.redirect_stdout(io.StringIO()):  # optimize() reports per meta-seed
                     optimize(Path(folder), setup, space, ctx.meta_instances, features, config.meta_trials,
-                             meta.seeds[:1], executor, quiet=True)
+                             meta.seeds[:1], executor, quiet=True, batch_size=meta.batch_size)
                 wall_s = time.perf_counter() - started
             archive = pd.read_csv(Path(folder) / "meta" / "archive.csv")
-        inner = archive["inner.wall_time_s"].dropna()
+            # inner wall times are in the run store (the archive holds only what a run computes)
+            inner = pd.Series([json.loads(p.read_text()).get("summary", {}).get("wall_time_s")
+                               for p in (Path(folder) / "meta" / "runs").glob("*/*/seed-*.json")], dtype=float).dropna()
         runs_per_s = len(archive) / wall_s
         rows.append({
             "workers": workers, "trials": len(archive), "failed": int((archive["status"] != "ok").sum()),

@@ -10,26 +10,41 @@ per instance, then over instances; among configurations evaluated on *all* train
 its incumbents on every instance, so such configurations exist once a meta-seed has run a few
 dozen trials.
 
+Batches (``meta.batch_size``, default 4): SMAC is asked for a batch of trials, the batch runs on
+the executor (Dask workers, or this process with one worker; trials found in the store are not
+rerun), SMAC is told the results in the order it proposed them, and then the next batch is asked.
+The batch size is part of the study, not of the machine, so SMAC's proposals, the archive and γ*
+are the same with 1, 2 or N workers and after an interruption and resume. The price, compared with
+filling each idle worker with a new proposal at once: workers idle at the end of a batch while its
+slowest trial runs, and a proposal sees up to ``batch_size - 1`` fewer results than it could
+(batch size 1 is sequential SMAC; a multiple of the worker count keeps all workers busy).
+
 Store (under ``<output>/meta``):
-- ``runs/<γ hash>/<instance>/seed-<k>.json``: each finished inner run's objective and summary,
-  written atomically as SMAC is told the result. This is also the cache that makes a rerun resume:
-  SMAC is started again with the same seed, replays the same proposals, and finished runs are
-  looked up instead of recomputed (exactly so with one worker; with Dask workers SMAC's proposal
-  order depends on timing, and cached runs are still reused where they recur). A meta-seed whose
-  trials all finished is not replayed at all: its log and stored runs are final.
-- ``trials-seed-<m>.jsonl``: the order in which meta-seed m's SMAC evaluated trials.
-- ``archive.csv``: the meta-archive (meta-seed, trial, γ, instance, seed, objective, inner summary).
-- ``gamma_star.json``: γ*, its mean objective and how it was chosen.
+- ``runs/<γ hash>/<instance>/seed-<k>.json``: each finished inner run's objective and summary
+  (or traceback), written atomically the moment it finishes. This is also the cache that makes a
+  rerun resume: SMAC is started again with the same seed and the same batches, replays the same
+  proposals, and finished runs are looked up instead of recomputed, so a resumed meta-seed ends
+  with exactly the uninterrupted run's trials. A failed run (status ``failed``) and a damaged
+  record are not cache entries: they are recomputed (and rewritten) by the next invocation.
+- ``trials-seed-<m>.jsonl``: meta-seed m's trials in the order SMAC proposed them. A meta-seed
+  whose log holds all its trials, each ``ok`` and stored, is finished and not replayed; a log
+  that is short, damaged or holds failed trials makes the next invocation replay the meta-seed.
+- ``archive.csv``: the meta-archive (meta-seed, trial, γ, instance, seed, objective, inner summary),
+  in proposal order; nothing in it depends on timing or on which runs came from the store.
+- ``gamma_star.json``: γ*, its mean objective and how it was chosen (rewritten by every invocation).
+- ``.smac/``: SMAC's own files for the running meta-seed (not needed; cleared when a meta-seed
+  starts and removed when it ends).
 
 Failure isolation: an inner run that raises gets the objective ``CRASH_OBJECTIVE`` and its
-traceback is kept in the store and the archive; the meta-optimization goes on.
+traceback is kept in the store and the archive; the meta-optimization goes on. If every trial
+failed, no archive and no γ* are written and the stage ends with a one-line error.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
+import shutil
 import time
 import warnings
 from dataclasses import dataclass
@@ -52,6 +67,9 @@ from metaopt.tasks import RunSpec, execute
 CRASH_OBJECTIVE = 10.0
 """Meta-objective of an inner run that raised (normalized regret of a run is ~1 for a median random config)."""
 OBJECTIVES = ("regret", "regret_at", "auc")
+
+Key = tuple[str, str, int]
+"""A trial's identity in the store: (γ hash, instance, seed)."""
 
 
 def gamma_hash(gamma: dict[str, Any]) -> str:
@@ -84,7 +102,7 @@ def meta_objective(kind: str, trace: pd.DataFrame, budget: Budget, fractions: li
 
 @dataclass(frozen=True)
 class MetaSetup:
-    """Everything an inner trial needs, shipped to SMAC's workers."""
+    """Everything an inner trial needs, shipped to the executor's workers."""
 
     benchmark: str
     yahpo_data: str | None
@@ -95,74 +113,82 @@ class MetaSetup:
     objective_fractions: tuple[float, ...]
 
 
-class InnerObjective:
-    """SMAC's target function: (γ, instance, seed) -> (meta-objective, additional info).
+def complete_gamma(setup: MetaSetup, config: dict[str, Any]) -> dict[str, Any]:
+    """The full design-space configuration γ of a SMAC configuration (completed by the restriction, if any)."""
+    from spaces.design_space import validate
+    from spaces.restrictions import get_restriction
 
-    Picklable (SMAC's Dask runner ships it to workers); finished runs come from ``cache``.
-    """
-
-    def __init__(self, setup: MetaSetup, cache: dict[tuple[str, str, int], dict[str, Any]]) -> None:
-        self.setup = setup
-        self.cache = cache
-
-    def complete(self, config: dict[str, Any]) -> dict[str, Any]:
-        from spaces.design_space import validate
-        from spaces.restrictions import get_restriction
-
-        return get_restriction(self.setup.restriction).complete(config) if self.setup.restriction else validate(config)
-
-    def __call__(self, config: Any, instance: str, seed: int = 0) -> tuple[float, dict[str, Any]]:
-        gamma = self.complete(dict(config))
-        key = (gamma_hash(gamma), str(instance), int(seed))
-        if key in self.cache:
-            record = self.cache[key]
-            return record["objective"], {**record, "cached": True}
-        s = self.setup
-        outcome = execute(RunSpec("gamma", s.benchmark, str(instance), int(seed), s.budget,
-                                  s.references[str(instance)], config=gamma, yahpo_data=s.yahpo_data))
-        record: dict[str, Any] = {"gamma": gamma, "hash": key[0], "instance": key[1], "seed": key[2]}
-        if outcome.ok:
-            summary = {k: v for k, v in outcome.result.summary.items() if k not in ("config", "reference")}
-            record.update(status="ok", summary=summary,
-                          objective=meta_objective(s.objective, outcome.result.trace, s.budget,
-                                                   list(s.objective_fractions)))
-        else:
-            record.update(status="failed", objective=CRASH_OBJECTIVE, traceback=outcome.error)
-        return record["objective"], record
+    return get_restriction(setup.restriction).complete(config) if setup.restriction else validate(config)
 
 
-def as_target_function(objective: InnerObjective):
-    """SMAC inspects its target function's code and signature, so it must be a real function;
-    a closure is fine for its Dask runner (cloudpickle ships closures)."""
+def run_trial(setup: MetaSetup, gamma: dict[str, Any], instance: str, seed: int) -> dict[str, Any]:
+    """One inner run (called on a worker): its store record, status ``ok`` with objective and summary,
+    or ``failed`` with ``CRASH_OBJECTIVE`` and the traceback."""
+    outcome = execute(RunSpec("gamma", setup.benchmark, instance, seed, setup.budget, setup.references[instance],
+                              config=gamma, yahpo_data=setup.yahpo_data))
+    record: dict[str, Any] = {"gamma": gamma, "hash": gamma_hash(gamma), "instance": instance, "seed": seed}
+    if outcome.ok:
+        summary = {k: v for k, v in outcome.result.summary.items() if k not in ("config", "reference")}
+        record.update(status="ok", summary=summary,
+                      objective=meta_objective(setup.objective, outcome.result.trace, setup.budget,
+                                               list(setup.objective_fractions)))
+    else:
+        record.update(status="failed", objective=CRASH_OBJECTIVE, traceback=outcome.error)
+    return record
 
-    def target(config: Any, instance: str, seed: int = 0) -> tuple[float, dict[str, Any]]:
-        return objective(config, instance, seed)
 
-    return target
+def _target_function(config: Any, instance: str, seed: int = 0) -> float:
+    """SMAC's facade wants a target function (it checks its signature); trials run through ask and
+    tell here (:func:`_run_batch`), so SMAC never calls it."""
+    raise RuntimeError("meta trials are run by metaopt.meta, not by SMAC's runner")
 
 
-def _store_path(meta_dir: Path, key: tuple[str, str, int]) -> Path:
+def _store_path(meta_dir: Path, key: Key) -> Path:
     return meta_dir / "runs" / key[0] / key[1] / f"seed-{key[2]}.json"
 
 
-def load_cache(meta_dir: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
+def _key(record: dict[str, Any]) -> Key:
+    return record["hash"], str(record["instance"]), int(record["seed"])
+
+
+def load_cache(meta_dir: Path) -> dict[Key, dict[str, Any]]:
+    """The finished (status ``ok``) runs in the store, by key; called once per optimize stage.
+
+    Failed runs are not cache entries (they are retried), nor is a damaged or foreign file.
+    """
     cache = {}
-    for path in meta_dir.glob("runs/*/*/seed-*.json"):
+    for path in sorted(meta_dir.glob("runs/*/*/seed-*.json")):
         try:
             record = json.loads(path.read_text())
-        except ValueError:
-            continue  # cannot happen with atomic writes; a foreign file is simply not a cache entry
-        cache[(record["hash"], record["instance"], int(record["seed"]))] = record
+            key = _key(record)
+            valid = (record["status"] == "ok" and isinstance(record["objective"], (int, float))
+                     and isinstance(record["gamma"], dict) and path == _store_path(meta_dir, key))
+        except (ValueError, KeyError, TypeError):  # e.g. truncated by a full disk: recomputed
+            continue
+        if valid:
+            cache[key] = record
     return cache
 
 
+def _store_record(meta_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Write a fresh run's record atomically; returns it as it will read back from the store, so that
+    fresh and stored runs give the same archive."""
+    text = json.dumps(jsonable(record))
+    atomic_write_text(_store_path(meta_dir, _key(record)), text)
+    return json.loads(text)
+
+
 def optimize(output: Path, setup: MetaSetup, space, instances: list[str], instance_features: dict[str, list[float]],
-             trials: int, meta_seeds: list[int], executor: Executor, quiet: bool = False) -> dict[str, Any]:
-    """Run SMAC once per meta-seed, store every trial, choose and write γ*."""
+             trials: int, meta_seeds: list[int], executor: Executor, quiet: bool = False, *,
+             batch_size: int) -> dict[str, Any]:
+    """The optimize stage of one design space: SMAC once per meta-seed in batches of ``batch_size``
+    trials; stores every trial, writes the archive and γ* and returns γ*.
+
+    Raises UsageError (and writes neither archive nor γ*) if every trial failed.
+    """
     meta_dir = output / "meta"
     meta_dir.mkdir(parents=True, exist_ok=True)
     cache = load_cache(meta_dir)
-    objective = InnerObjective(setup, cache)
     rows: list[dict[str, Any]] = []
     for meta_seed in meta_seeds:
         started = time.perf_counter()
@@ -171,14 +197,19 @@ def optimize(output: Path, setup: MetaSetup, space, instances: list[str], instan
             print(f"meta-seed {meta_seed}: finished earlier ({trials} trials in the store); SMAC is not rerun")
             rows += trial_rows
             continue
-        trial_rows = _smac_trials(meta_dir, meta_seed, objective, cache, space, instances, instance_features,
-                                  trials, executor, quiet)
+        trial_rows = _smac_trials(meta_dir, meta_seed, setup, cache, space, instances, instance_features,
+                                  trials, batch_size, executor, quiet)
         failed = sum(r["status"] == "failed" for r in trial_rows)
         print(f"meta-seed {meta_seed}: {len(trial_rows)} trials "
-              f"({sum(r['cached'] for r in trial_rows)} from the store, {failed} failed) "
-              f"in {time.perf_counter() - started:.1f} s")
+              f"({sum(r['cached'] for r in trial_rows)} from the store, {failed} failed"
+              f"{' and retried by the next run' if failed else ''}) in {time.perf_counter() - started:.1f} s")
         rows += trial_rows
 
+    if all(r["status"] == "failed" for r in rows):
+        last = (rows[-1].get("traceback") or "").strip().splitlines() if rows else []
+        raise UsageError(f"all {len(rows)} trials of the meta-optimization failed, so there is no gamma* "
+                         f"(last error: {last[-1] if last else 'unknown'}); tracebacks are in {meta_dir / 'runs'}/, "
+                         "and failed trials are retried when the optimize stage runs again")
     archive = meta_archive(rows)
     atomic_write_text(meta_dir / "archive.csv", archive.to_csv(index=False))
     star = choose_gamma_star(archive, instances, rows)
@@ -186,114 +217,131 @@ def optimize(output: Path, setup: MetaSetup, space, instances: list[str], instan
     return star
 
 
-def _finished_trials(meta_dir: Path, meta_seed: int, trials: int, cache: dict) -> list[dict[str, Any]] | None:
-    """The rows of a meta-seed that finished all its ``trials`` earlier (its log and every run stored), else None.
+def _log_path(meta_dir: Path, meta_seed: int) -> Path:
+    return meta_dir / f"trials-seed-{meta_seed}.jsonl"
 
+
+def _finished_trials(meta_dir: Path, meta_seed: int, trials: int, cache: dict) -> list[dict[str, Any]] | None:
+    """The rows of a meta-seed that finished all its ``trials`` earlier, else None (it is then replayed).
+
+    Finished means: its log is complete and readable, and every logged trial is ``ok`` and stored.
     A finished meta-seed is not replayed: its trials are final even if the design space has since
-    grown (a replay would then propose differently) or it ran with several workers (not replayable).
+    grown (a replay would then propose differently).
     """
-    log_path = meta_dir / f"trials-seed-{meta_seed}.jsonl"
+    log_path = _log_path(meta_dir, meta_seed)
     if not log_path.exists():
         return None
-    rows = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
-    if len(rows) != trials:
+    try:
+        rows = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+        keys = [_key(row) for row in rows]
+    except (ValueError, KeyError, TypeError):  # e.g. a line cut short by a kill or a full disk
         return None
-    for row in rows:
-        record = cache.get((row["hash"], str(row["instance"]), int(row["seed"])))
-        if record is None:
-            return None
-        row["summary"] = record.get("summary", {})
+    if len(rows) != trials or any(key not in cache for key in keys):  # failed runs are not in the cache
+        return None
+    for row, key in zip(rows, keys):
+        row["summary"] = cache[key].get("summary", {})
     return rows
 
 
-def _smac_trials(meta_dir: Path, meta_seed: int, objective: InnerObjective, cache: dict, space,
-                 instances: list[str], instance_features: dict[str, list[float]], trials: int,
-                 executor: Executor, quiet: bool) -> list[dict[str, Any]]:
-    """One meta-seed: SMAC's ask-and-tell loop with up to ``executor.workers`` trials in flight.
+def _smac_trials(meta_dir: Path, meta_seed: int, setup: MetaSetup, cache: dict, space, instances: list[str],
+                 instance_features: dict[str, list[float]], trials: int, batch_size: int, executor: Executor,
+                 quiet: bool) -> list[dict[str, Any]]:
+    """One meta-seed: SMAC's ask-and-tell loop in batches; returns its trial rows in ask order.
 
     We drive SMAC's ask/tell interface ourselves instead of handing it a Dask client: SMAC 2.4's
     Dask runner returns from optimize() once n_trials are *submitted* and drops the results of
-    trials still running (seen here: 7 of 12 trials told with 2 workers). Here every trial is
-    told and stored, and with one worker the run is exactly reproducible, which resume relies on.
+    trials still running, and it tells results in completion order (timing-dependent proposals).
     """
-    from smac import Scenario
-
-    log_path = meta_dir / f"trials-seed-{meta_seed}.jsonl"
-    log_path.write_text("")  # the log of this meta-seed is rebuilt by the (replaying) rerun
-    with tempfile.TemporaryDirectory(prefix="metaopt-smac-") as smac_dir:  # SMAC's own files: not needed
-        scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=trials,
-                            instances=instances, instance_features=instance_features, seed=meta_seed,
-                            output_directory=Path(smac_dir), crash_cost=CRASH_OBJECTIVE)
-        return _ask_tell(meta_dir, log_path, meta_seed, objective, cache, scenario, trials, executor, quiet)
-
-
-def _ask_tell(meta_dir: Path, log_path: Path, meta_seed: int, objective: InnerObjective, cache: dict, scenario,
-              trials: int, executor: Executor, quiet: bool) -> list[dict[str, Any]]:
-    from smac import AlgorithmConfigurationFacade
+    from smac import AlgorithmConfigurationFacade, Scenario
     from smac.runhistory.dataclasses import TrialValue
 
+    smac_dir = meta_dir / ".smac"  # SMAC's own files: not needed; inside the study so that a kill leaves no litter
+    shutil.rmtree(smac_dir, ignore_errors=True)
+    scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=trials,
+                        instances=instances, instance_features=instance_features, seed=meta_seed,
+                        output_directory=smac_dir, crash_cost=CRASH_OBJECTIVE)
     model, maximizer = reproducible_model_and_maximizer(AlgorithmConfigurationFacade, scenario)
     smac = AlgorithmConfigurationFacade(
-        scenario, as_target_function(objective), model=model, acquisition_maximizer=maximizer,
+        scenario, _target_function, model=model, acquisition_maximizer=maximizer,
         intensifier=AlgorithmConfigurationFacade.get_intensifier(scenario, max_config_calls=len(scenario.instances)),
         overwrite=True, logging_level=40,
     )
+    log_path = _log_path(meta_dir, meta_seed)
+    log_path.write_text("")  # the log of this meta-seed is rebuilt by the (replaying) rerun
     rows: list[dict[str, Any]] = []
     bar = tqdm(total=trials, desc=f"meta-seed {meta_seed}: SMAC trials", unit="trial", disable=True if quiet else None)
-
-    def tell(info, record: dict[str, Any]) -> None:
-        cached = record.pop("cached", False)
-        key = (record["hash"], record["instance"], int(record["seed"]))
-        if not cached:
-            atomic_write_text(_store_path(meta_dir, key), json.dumps(jsonable(record)))
-            cache[key] = record
-        smac.tell(info, TrialValue(cost=record["objective"], additional_info={"hash": key[0]}), save=False)
-        row = {"meta_seed": meta_seed, "trial": len(rows), "hash": key[0], "instance": key[1], "seed": key[2],
-               "objective": record["objective"], "status": record["status"], "cached": cached,
-               "gamma": record["gamma"], "summary": record.get("summary", {}), "traceback": record.get("traceback")}
-        rows.append(row)
-        with log_path.open("a") as fh:
-            fh.write(json.dumps(jsonable({k: v for k, v in row.items() if k != "summary"})) + "\n")
-        bar.update(1)
-
-    in_flight: dict[Any, Any] = {}  # future -> TrialInfo
-    asked = 0
     with warnings.catch_warnings():
         # SMAC's local search averages an empty list of timings when it finds no neighbours.
         warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
         warnings.filterwarnings("ignore", "invalid value encountered in scalar divide", RuntimeWarning)
         while len(rows) < trials:
-            while asked < trials and len(in_flight) < max(executor.workers, 1):
-                info = smac.ask()
-                asked += 1
-                gamma = objective.complete(dict(info.config))
-                key = (gamma_hash(gamma), str(info.instance), int(info.seed or 0))
-                if key in cache or executor.dask_client is None:
-                    tell(info, objective(info.config, info.instance, info.seed or 0)[1])
-                else:
-                    in_flight[executor.dask_client.submit(objective, info.config, info.instance, info.seed or 0,
-                                                          pure=False)] = info
-            if in_flight:
-                from dask.distributed import wait
-
-                done = wait(list(in_flight), return_when="FIRST_COMPLETED").done
-                for future in done:
-                    tell(in_flight.pop(future), future.result()[1])
-            elif asked >= trials:
-                break
+            # Several trials are asked before any is told: SMAC marks each asked trial as running, and
+            # its intensifier does not propose a running trial again (distinct SMAC configurations
+            # may still complete to the same γ; _run_batch runs such a trial once).
+            infos = [smac.ask() for _ in range(min(batch_size, trials - len(rows)))]
+            records = _run_batch(meta_dir, setup, infos, cache, executor, bar)
+            batch_rows = []
+            for info, (record, cached) in zip(infos, records):
+                smac.tell(info, TrialValue(cost=record["objective"]), save=False)
+                batch_rows.append(_trial_row(meta_seed, len(rows) + len(batch_rows), record, cached))
+            rows += batch_rows
+            with log_path.open("a") as fh:
+                fh.writelines(json.dumps({k: v for k, v in row.items() if k != "summary"}) + "\n"
+                              for row in batch_rows)
     bar.close()
+    shutil.rmtree(smac_dir, ignore_errors=True)
     return rows
 
 
+def _run_batch(meta_dir: Path, setup: MetaSetup, infos: list, cache: dict, executor: Executor,
+               bar: tqdm) -> list[tuple[dict[str, Any], bool]]:
+    """Run one batch of SMAC trials; returns (record, taken from the store or an earlier trial of the
+    batch) per trial, in ask order.
+
+    Each distinct trial not in ``cache`` runs once on the executor; its record is stored as soon as
+    it finishes (in completion order, so a kill loses nothing finished) and, if ok, added to ``cache``.
+    """
+    gammas = [complete_gamma(setup, dict(info.config)) for info in infos]
+    keys = [(gamma_hash(g), str(info.instance), int(info.seed or 0)) for g, info in zip(gammas, infos)]
+    todo = {key: gamma for key, gamma in zip(keys, gammas) if key not in cache}  # distinct, in ask order
+    bar.update(len(infos) - len(todo))
+    fresh: dict[Key, dict[str, Any]] = {}
+    order = list(todo)
+    tasks = [(run_trial, (setup, gamma, key[1], key[2])) for key, gamma in todo.items()]
+    for index, record in executor.map_unordered(tasks):
+        fresh[order[index]] = _store_record(meta_dir, record)
+        bar.update(1)
+    results, seen = [], set()
+    for key in keys:
+        if key in fresh:  # a repeat of a key in the batch counts as taken from an earlier trial
+            results.append((fresh[key], key in seen))
+            seen.add(key)
+        else:
+            results.append((cache[key], True))
+    cache.update({key: record for key, record in fresh.items() if record["status"] == "ok"})
+    return results
+
+
+def _trial_row(meta_seed: int, trial: int, record: dict[str, Any], cached: bool) -> dict[str, Any]:
+    """One trial of the log and the archive (the log leaves out ``summary``)."""
+    return {"meta_seed": meta_seed, "trial": trial, "hash": record["hash"], "instance": record["instance"],
+            "seed": record["seed"], "objective": record["objective"], "status": record["status"], "cached": cached,
+            "gamma": record["gamma"], "summary": record.get("summary", {}), "traceback": record.get("traceback")}
+
+
 def meta_archive(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per trial: meta-seed, trial, γ (one column per parameter), instance, seed, objective, summary."""
+    """One row per trial: meta-seed, trial, γ (one column per parameter), instance, seed, objective, summary.
+
+    Only what a run computes: no wall times and no record of which runs came from the store, so the
+    archive of a study does not depend on workers, timing or interruptions.
+    """
     table = []
     for r in rows:
-        row = {k: r[k] for k in ("meta_seed", "trial", "hash", "instance", "seed", "objective", "status", "cached")}
+        row = {k: r[k] for k in ("meta_seed", "trial", "hash", "instance", "seed", "objective", "status")}
         row.update({f"gamma.{k}": v for k, v in r["gamma"].items()})
         row.update({f"inner.{k}": v for k, v in r.get("summary", {}).items()
                     if k in ("final_loss", "normalized_regret", "budget_used", "cost_used", "n_evals",
-                             "stop_reason", "wall_time_s")})
+                             "stop_reason")})
         row["error"] = (r.get("traceback") or "").strip().splitlines()[-1] if r.get("traceback") else ""
         table.append(row)
     return pd.DataFrame(table)

@@ -3,14 +3,18 @@
 Stages: ``optimize`` (SMAC over the training instances → γ*, once per restriction, when the study
 has a ``meta`` section), ``evaluate`` (γ*, presets, variants and peers on held-out instances ×
 seeds), ``ablate`` (the study's ``ablation`` entries), ``importance`` (fANOVA and local importance
-on the meta-archive) and ``report`` (HTML + Markdown from everything stored). The study file
-is copied to ``<output>/study.yaml``; running a *different* study into the same folder is refused,
-running the same one again resumes it.
+on the meta-archive; ``importance: false`` skips it) and ``report`` (HTML + Markdown from
+everything stored). The whole study is checked (:class:`StudyContext`: benchmark, budgets,
+instances, seeds, restrictions, optimizers and variants, ``gamma_star_from``, ``cost_reference``,
+ablation entries, ``output``) before the first file is written. The study file is then copied to
+``<output>/study.yaml``; running a *different* study into the same folder is refused, running the
+same one again resumes it.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -20,13 +24,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from metaopt.errors import UsageError
-from metaopt.store_utils import atomic_write_text
+from metaopt.store_utils import atomic_write_text, output_lock
 
 
 def _seed_list(value: int | list[int]) -> list[int]:
+    """The seeds of a ``seeds`` field: a count N means 1..N; a list must hold distinct integers >= 0
+    (what ``numpy.random.default_rng`` accepts)."""
     seeds = list(range(1, value + 1)) if isinstance(value, int) else value
-    if not seeds or len(set(seeds)) != len(seeds) or (isinstance(value, int) and value < 1):
-        raise ValueError("must be a positive count or a list of distinct integers")
+    if not seeds or len(set(seeds)) != len(seeds) or (isinstance(value, int) and value < 1) or min(seeds) < 0:
+        raise ValueError("must be a positive count or a list of distinct integers >= 0")
     return seeds
 
 
@@ -47,6 +53,13 @@ class _InstancesAndSeeds(BaseModel):
     instances: InstanceSelection | list[str] = InstanceSelection()
     seeds: int | list[int] = 1
 
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _no_bool_seeds(cls, value: object) -> object:
+        if isinstance(value, bool) or (isinstance(value, list) and any(isinstance(v, bool) for v in value)):
+            raise ValueError("must be a positive count or a list of distinct integers >= 0, not true/false")
+        return value
+
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, value: int | list[int]) -> list[int]:
@@ -66,6 +79,15 @@ class MetaSpec(_InstancesAndSeeds):
     objective: Literal["regret", "regret_at", "auc"] = "regret"
     objective_budgets: list[float] = Field(default=[1.0], min_length=1)
     trials: int = Field(default=100, ge=1)
+    batch_size: int = Field(default=4, ge=1)
+    """SMAC trials proposed together and run in parallel (independent of the worker count: see metaopt/meta.py)."""
+
+    @field_validator("batch_size", mode="before")
+    @classmethod
+    def _integer_batch_size(cls, value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("must be an integer >= 1 (the number of SMAC trials proposed and run together)")
+        return value
 
     @field_validator("objective_budgets")
     @classmethod
@@ -149,7 +171,8 @@ def _format_error(err: ValidationError, path: Path) -> str:
     tags = {"str", "int", "list[str]", "list[int]", "InstanceSelection", "OptimizerVariant"}
     field = ".".join(str(p) for p in first["loc"] if p not in tags and "[" not in str(p)) or "(top level)"
     more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-    return f"{path}: field '{field}': {first['msg']}{more}"
+    message = first["msg"].removeprefix("Value error, ")  # our validators' ValueErrors: the message alone
+    return f"{path}: field '{field}': {message}{more}"
 
 
 def load_study(path: Path) -> Study:
@@ -158,6 +181,12 @@ def load_study(path: Path) -> Study:
         source = path.read_text()
     except FileNotFoundError:
         raise UsageError(f"study file not found: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a folder; give a study file (YAML)") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not a UTF-8 text file; a study file is YAML text") from None
+    except PermissionError:
+        raise UsageError(f"{path}: no permission to read the study file") from None
     try:
         data = yaml.safe_load(source)
     except yaml.YAMLError as err:
@@ -209,11 +238,95 @@ class StudyContext:
                 self.arms = {restriction: study.output}
             for name in self.arms:
                 if name is not None:
-                    get_restriction(name)
+                    try:
+                        get_restriction(name)
+                    except UsageError as err:
+                        raise self._error("meta.restriction", str(err)) from None
+        self._check_evaluation()
+        self._check_ablations()
+        self._check_output()
+        self._warn_train_test_overlap()
+
+    def _error(self, field: str, message: str) -> UsageError:
+        """A UsageError naming the study file and ``field``."""
+        return UsageError(f"{self.study.path}: field '{field}': {message}")
+
+    @property
+    def gamma_star_names(self) -> list[str]:
+        """The names under which :meth:`gamma_stars` will hold γ*'s once the optimize stage is done:
+        ``gamma_star:<restriction>`` per restriction of a list, else ``gamma_star`` for a meta
+        section or a ``gamma_star_from`` file; none otherwise."""
+        if len(self.arms) > 1 or (self.arms and next(iter(self.arms.values())) != self.study.output):
+            return [f"gamma_star:{name}" for name in self.arms]
+        return ["gamma_star"] if self.arms or self.study.spec.evaluation.gamma_star_from else []
+
+    def _check_evaluation(self) -> None:
+        """Called by ``__init__``: optimizers and variants, ``gamma_star_from``, ``cost_reference``."""
+        from metaopt.evaluation import check_optimizers, optimizer_name
+        from metaopt.store_utils import read_json_file
+        from spaces.design_space import validate
+
+        ev = self.study.spec.evaluation
+        try:
+            check_optimizers(ev.optimizers, self.bench, self.gamma_star_names, field="evaluation.optimizers")
+        except UsageError as err:
+            raise UsageError(f"{self.study.path}: {err}") from None
+        if ev.gamma_star_from is not None:
+            field = "evaluation.gamma_star_from"
+            data = read_json_file(ev.gamma_star_from, f"{self.study.path}: field '{field}'")
+            if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+                raise self._error(field, f"{ev.gamma_star_from} must hold a JSON object with a \"config\" object "
+                                         "(as <output>/meta/gamma_star.json does)")
+            try:
+                validate(data["config"])
+            except UsageError as err:
+                raise self._error(field, f"{ev.gamma_star_from}: {err}") from None
+        names = [optimizer_name(o) for o in ev.optimizers]
+        if ev.cost_reference is not None and ev.cost_reference not in names:
+            raise self._error("evaluation.cost_reference", f"{ev.cost_reference!r} is not one of the evaluated "
+                                                           f"optimizers ({', '.join(names)})")
+
+    def _check_ablations(self) -> None:
+        """Called by ``__init__``: every ablation entry's endpoints, estimator and instances."""
+        from metaopt.ablation import resolve_endpoint
+
+        for k, entry in enumerate(self.study.spec.ablation):
+            field = f"ablation[{k}]"
+            for text, end in ((entry.source, "from"), (entry.to, "to")):
+                if not text.startswith("gamma_star"):
+                    resolve_endpoint(text, f"{self.study.path}: field '{field}.{end}'", self.bench.fidelity, None)
+                elif text not in self.gamma_star_names:
+                    raise self._error(f"{field}.{end}", f"{text!r} is not a gamma* of this study; known: "
+                                      + (", ".join(self.gamma_star_names) or "none (add a meta section)"))
+            if entry.estimator == "surrogate" and self.study.spec.meta is None:
+                raise self._error(f"{field}.estimator", "surrogate predicts from the meta-archive: it needs a "
+                                                        "meta section (or use estimator: evaluated)")
+            self.select_instances(entry.instances, f"{field}.instances")
+
+    def _check_output(self) -> None:
+        """Called by ``__init__``: the output folder can be created (and is not a file)."""
+        from metaopt.store_utils import check_writable
+
+        check_writable(self.study.output, f"{self.study.path}: field 'output'", folder=True)
+
+    def _warn_train_test_overlap(self) -> None:
+        """Called by ``__init__``: one warning line (stderr) if instances are both meta-trained and evaluated."""
+        both = [i for i in self.eval_instances if i in set(self.meta_instances)]
+        if both:
+            print(f"metaopt: warning: {self.study.path}: {len(both)} instance(s) ({', '.join(both[:10])}"
+                  f"{' ...' if len(both) > 10 else ''}) are in both meta.instances (training) and "
+                  "evaluation.instances (test): their results are not held-out", file=sys.stderr)
 
     def select_instances(self, selection: InstanceSelection | list[str], field: str) -> list[str]:
+        """The instances a stage runs on; UsageError naming ``field`` for unknown, repeated or no instances."""
         if isinstance(selection, list):
-            instances = [self.bench.problem(i).instance for i in selection]
+            try:
+                instances = [self.bench.problem(i).instance for i in selection]
+            except UsageError as err:
+                raise self._error(field, str(err)) from None
+            repeated = next((i for k, i in enumerate(instances) if i in instances[:k]), None)
+            if repeated is not None:
+                raise self._error(field, f"instance {repeated!r} is listed twice")
         else:
             instances = self.bench.instances_of(selection.split)[: selection.limit]
         if not instances:
@@ -248,7 +361,20 @@ class StudyContext:
             if self.study.spec.evaluation.gamma_star_from and not paths["gamma_star"].exists():
                 raise UsageError(f"{self.study.path}: field 'evaluation.gamma_star_from': no such file "
                                  f"{paths['gamma_star']}")
-        return {name: validate(json.loads(path.read_text())["config"]) for name, path in paths.items() if path.exists()}
+        return {name: validate(_gamma_star_config(path)) for name, path in paths.items() if path.exists()}
+
+
+def _gamma_star_config(path: Path) -> dict[str, Any]:
+    """The configuration in a ``gamma_star.json``, read by :meth:`StudyContext.gamma_stars`; a damaged
+    file (e.g. cut short by a full disk) is a one-line UsageError naming it."""
+    try:
+        config = json.loads(path.read_text())["config"]
+        if isinstance(config, dict):
+            return config
+    except (ValueError, KeyError, TypeError):
+        pass
+    raise UsageError(f"{path} is damaged (not a complete gamma* file); rerun the optimize stage of the study "
+                     "that wrote it (metaopt optimize STUDY) to recompute it")
 
 
 FREE_FIELDS = ("description", "question", "answer", "workers", "ablation", "importance", "output")
@@ -295,9 +421,11 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str |
                           tuple(meta.objective_budgets))
         space = get_restriction(restriction).space() if restriction else design_space()
         print(f"optimize: SMAC (algorithm configuration) over {len(ctx.meta_instances)} training instances of "
-              f"{ctx.bench.name}, {meta.trials} trials x {len(meta.seeds)} meta-seeds, design space "
+              f"{ctx.bench.name}, {meta.trials} trials x {len(meta.seeds)} meta-seeds in batches of {meta.batch_size}, "
+              f"design space "
               f"{restriction or 'full'} ({len(space)} parameters), objective {meta.objective}")
-        star = optimize(folder, setup, space, ctx.meta_instances, features, meta.trials, meta.seeds, executor, quiet)
+        star = optimize(folder, setup, space, ctx.meta_instances, features, meta.trials, meta.seeds, executor, quiet,
+                        batch_size=meta.batch_size)
         print(f"gamma* ({restriction or 'full space'}): mean objective {star['mean_objective']:.4f} on "
               f"{star['n_instances']} training instances ({star['n_configurations']} configurations, "
               f"{star['n_trials']} trials)")
@@ -312,9 +440,6 @@ def run_evaluate(ctx: StudyContext, executor, quiet: bool = False):
 
     ev = ctx.study.spec.evaluation
     entries = resolve_optimizers(ev.optimizers, ctx.bench, ctx.gamma_stars(), field="evaluation.optimizers")
-    if ev.cost_reference is not None and ev.cost_reference not in [e.name for e in entries]:
-        raise UsageError(f"{ctx.study.path}: field 'evaluation.cost_reference': {ev.cost_reference!r} is not one of "
-                         f"the evaluated optimizers ({', '.join(e.name for e in entries)})")
     references = ctx.references(ctx.eval_instances, quiet)
     table = evaluate(ctx.study.output, ctx.bench, entries, ctx.eval_instances, ev.seeds, ctx.budget, references,
                      executor, ctx.report_budgets, ctx.yahpo_data, quiet, caption_prefix=f"study {ctx.study.spec.name}, ",
@@ -374,12 +499,21 @@ def run_stages(study: Study, stages: list[str], yahpo_data: str | None = None, q
     """Run the given stages of a study in order, with one executor for all of them.
 
     Stages without work are skipped with a line saying so: optimize and importance without a
-    ``meta`` section, ablate without ``ablation`` entries.
+    ``meta`` section, ablate without ``ablation`` entries, importance with ``importance: false``. The output folder is locked for the
+    whole run: a second process on it is refused at once (:func:`metaopt.store_utils.output_lock`).
     """
+    ctx = StudyContext(study, yahpo_data)  # validates everything before anything is written
+    with output_lock(study.output):  # one process per output folder; released when this one ends
+        _claim_output(study)
+        _run_stages_locked(ctx, stages, quiet, workers, scheduler)
+
+
+def _run_stages_locked(ctx: StudyContext, stages: list[str], quiet: bool, workers: int | None,
+                       scheduler: str | None) -> None:
+    """The body of :func:`run_stages`, called while it holds the output folder's lock."""
     from metaopt.executor import make_executor
 
-    ctx = StudyContext(study, yahpo_data)  # validates everything before anything is written
-    _claim_output(study)
+    study = ctx.study
     timings = {}
     with make_executor(workers or study.spec.workers, scheduler) as executor:
         for stage in stages:
@@ -389,6 +523,9 @@ def run_stages(study: Study, stages: list[str], yahpo_data: str | None = None, q
                 continue
             if stage == "ablate" and not study.spec.ablation:
                 print("ablate: skipped (the study has no 'ablation' entries)")
+                continue
+            if stage == "importance" and not study.spec.importance:
+                print("importance: skipped (the study sets 'importance: false')")
                 continue
             if stage == "optimize":
                 run_optimize(ctx, executor, quiet)

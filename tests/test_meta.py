@@ -1,4 +1,5 @@
-"""Meta-optimization with SMAC: archive, gamma*, resume after kill -9, failure isolation."""
+"""Meta-optimization with SMAC: archive, gamma*, determinism over workers and resume (after kill -9 or
+damage to the store), failure isolation and retry."""
 
 import json
 import os
@@ -11,8 +12,11 @@ import pandas as pd
 import pytest
 
 from metaopt.cli import main
-from metaopt.meta import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, meta_objective
+import metaopt.meta
 from metaopt.budget import Budget
+from metaopt.errors import UsageError
+from metaopt.meta import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, meta_objective
+from metaopt.study import load_study
 
 STUDY = """
 name: meta_tiny
@@ -30,12 +34,23 @@ output: {out}
 """
 
 KEY = ["meta_seed", "trial", "hash", "instance", "seed", "objective", "status"]
+RESULTS = ("archive.csv", "gamma_star.json")
 
 
-def write(tmp_path, name, trials=10):
+def write(tmp_path, name, trials=10, seeds="[1, 2]"):
     path = tmp_path / f"{name}.yaml"
-    path.write_text(STUDY.format(trials=trials, out=tmp_path / name))
+    path.write_text(STUDY.format(trials=trials, out=tmp_path / name).replace("seeds: [1, 2]", f"seeds: {seeds}"))
     return path
+
+
+def results(folder):
+    """The bytes of a study's archive and gamma*."""
+    return {name: (folder / "meta" / name).read_bytes() for name in RESULTS}
+
+
+def log(folder, meta_seed):
+    """A meta-seed's trials log as a table."""
+    return pd.read_json(folder / "meta" / f"trials-seed-{meta_seed}.jsonl", lines=True)
 
 
 def test_optimize_writes_archive_and_gamma_star_and_replays_identically(tmp_path, capsys):
@@ -60,15 +75,26 @@ def test_optimize_writes_archive_and_gamma_star_and_replays_identically(tmp_path
     (tmp_path / "a" / "study.yaml").unlink()  # the study changed: start its folder over, keeping the run store
     assert main(["optimize", str(path), "--quiet"]) == 0
     longer = pd.read_csv(out / "archive.csv")
-    assert len(longer) == 24 and longer.groupby("meta_seed").head(10)["cached"].all()
+    assert len(longer) == 24 and all(log(tmp_path / "a", m).head(10)["cached"].all() for m in (1, 2))
     pd.testing.assert_frame_equal(archive[KEY], longer.groupby("meta_seed").head(10)[KEY].reset_index(drop=True))
     # and the evaluation stage uses gamma*
     assert main(["evaluate", str(path), "--quiet"]) == 0
     assert "gamma_star" in set(pd.read_csv(tmp_path / "a" / "eval" / "results.csv")["optimizer"])
+    assert not (out / ".smac").exists()  # SMAC's scratch files are removed when a meta-seed ends
+
+
+def test_two_dask_workers_give_the_serial_archive_and_gamma_star(tmp_path):
+    """Batches make SMAC's proposals independent of the worker count: byte-identical results."""
+    for name, workers in (("serial", "1"), ("dask", "2")):
+        assert main(["optimize", str(write(tmp_path, name, trials=9)), "--quiet", "--workers", workers]) == 0
+    assert results(tmp_path / "serial") == results(tmp_path / "dask")
+    for meta_seed in (1, 2):
+        assert (tmp_path / "serial" / "meta" / f"trials-seed-{meta_seed}.jsonl").read_bytes() == \
+            (tmp_path / "dask" / "meta" / f"trials-seed-{meta_seed}.jsonl").read_bytes()
 
 
 def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
-    """Three processes with different hash seeds: uninterrupted, killed with -9, resumed."""
+    """Three processes with different hash seeds: uninterrupted, killed with -9 mid-run, resumed with 2 workers."""
     reference = write(tmp_path, "uninterrupted", trials=14)
     cmd = [sys.executable, "-m", "metaopt", "optimize"]
     env = lambda hashseed: {**os.environ, "PYTHONHASHSEED": hashseed}  # noqa: E731
@@ -78,20 +104,51 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     runs = tmp_path / "killed" / "meta" / "runs"
     deadline = time.time() + 600
-    while time.time() < deadline and len(list(runs.glob("*/*/seed-*.json"))) < 4 and proc.poll() is None:
+    while time.time() < deadline and len(list(runs.glob("*/*/seed-*.json"))) < 6 and proc.poll() is None:
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     done_before = len(list(runs.glob("*/*/seed-*.json")))
-    assert done_before >= 4, "the killed run stored nothing before the deadline"
+    assert done_before >= 6, "the killed run stored nothing before the deadline"
     assert not (tmp_path / "killed" / "meta" / "archive.csv").exists(), "killed too late: the run had finished"
-    assert main(["optimize", str(killed), "--quiet"]) == 0
-    a = pd.read_csv(tmp_path / "uninterrupted" / "meta" / "archive.csv")
-    b = pd.read_csv(tmp_path / "killed" / "meta" / "archive.csv")
-    pd.testing.assert_frame_equal(a[KEY], b[KEY])
-    assert b["cached"].sum() >= done_before - 1  # finished runs were not recomputed
-    assert json.loads((tmp_path / "killed" / "meta" / "gamma_star.json").read_text())["config"] == \
-        json.loads((tmp_path / "uninterrupted" / "meta" / "gamma_star.json").read_text())["config"]
+    subprocess.run(cmd + [str(killed), "--quiet", "--workers", "2"], env=env("3"), check=True, capture_output=True)
+    assert results(tmp_path / "uninterrupted") == results(tmp_path / "killed")
+    replayed = pd.concat([log(tmp_path / "killed", m) for m in (1, 2)])
+    assert replayed["cached"].sum() >= done_before  # finished runs were not recomputed
+    assert not (tmp_path / "killed" / "meta" / ".smac").exists()
+
+
+def test_resume_from_a_damaged_store_equals_uninterrupted_run(tmp_path, capsys):
+    """A crash mid-batch (runs missing, a log line and a run record cut short) and a truncated gamma*:
+    the next invocation recomputes exactly what is missing or damaged and writes the same results."""
+    path = write(tmp_path, "d", trials=10)
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    folder, meta = tmp_path / "d", tmp_path / "d" / "meta"
+    before = results(folder)
+    second = log(folder, 2)
+    record = lambda row: meta / "runs" / row.hash / str(row.instance) / f"seed-{row.seed}.json"  # noqa: E731
+    damaged = {trial: record(row) for trial, row in zip(second["trial"], second.itertuples())
+               if trial in (5, 6) and not row.cached}
+    assert damaged, "meta-seed 2 computed neither trial 5 nor 6"
+    if 5 in damaged:
+        damaged[5].write_text(damaged[5].read_text()[:40])  # a run record cut short
+    if 6 in damaged:
+        damaged[6].unlink()  # a run that had not finished
+    log_1 = meta / "trials-seed-1.jsonl"
+    log_1.write_text(log_1.read_text()[:-30])  # meta-seed 1's last log line cut short
+    gamma_star = meta / "gamma_star.json"
+    gamma_star.write_text(gamma_star.read_text()[:50])
+    with pytest.raises(UsageError, match="gamma_star.json is damaged.*rerun the optimize stage"):
+        from metaopt.study import StudyContext
+
+        StudyContext(load_study(path), None).gamma_stars()
+    capsys.readouterr()
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    assert results(folder) == before
+    assert "SMAC is not rerun" not in capsys.readouterr().out  # both meta-seeds were replayed
+    assert log(folder, 1)["cached"].all()
+    assert set(log(folder, 2).query("not cached")["trial"]) == set(damaged)
+    assert all(json.loads(p.read_text())["status"] == "ok" for p in damaged.values())  # rewritten
 
 
 def test_a_failing_inner_run_is_isolated(tmp_path, monkeypatch):
@@ -115,6 +172,69 @@ def test_a_failing_inner_run_is_isolated(tmp_path, monkeypatch):
     assert any("RuntimeError: boom" in r.get("traceback", "") for r in stored)
     star = json.loads((tmp_path / "f" / "meta" / "gamma_star.json").read_text())
     assert star["config"]["fidelity_schedule"] == "single"
+
+
+def test_failed_trials_write_no_gamma_star_and_are_retried(tmp_path, monkeypatch, capsys):
+    """Every trial fails (e.g. a broken benchmark): one error line, no archive, no gamma*. Once the
+    cause is fixed, the failed trials are recomputed and the results equal a run that never failed."""
+    import metaopt.loop
+
+    real_run = metaopt.loop.run
+
+    def broken(*args, **kw):
+        raise RuntimeError("boom: the model file is corrupt")
+
+    monkeypatch.setattr(metaopt.loop, "run", broken)
+    path = write(tmp_path, "broken", trials=6, seeds="[1]")
+    assert main(["optimize", str(path), "--quiet"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("metaopt: error: all 6 trials of the meta-optimization failed") and "\n" not in error
+    assert "RuntimeError: boom: the model file is corrupt" in error
+    assert not any((tmp_path / "broken" / "meta" / name).exists() for name in RESULTS)
+    monkeypatch.setattr(metaopt.loop, "run", real_run)
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    assert "SMAC is not rerun" not in capsys.readouterr().out
+    assert main(["optimize", str(write(tmp_path, "clean", trials=6, seeds="[1]")), "--quiet"]) == 0
+    assert results(tmp_path / "broken") == results(tmp_path / "clean")
+    assert (log(tmp_path / "broken", 1)["status"] == "ok").all()
+
+
+def test_a_batch_runs_each_distinct_uncached_trial_once(tmp_path, monkeypatch):
+    """Two SMAC configurations that complete to the same gamma in one batch run once; stored runs
+    are not rerun; results come back in ask order; a failed run does not enter the cache."""
+    from types import SimpleNamespace
+
+    from metaopt.executor import Executor
+
+    calls = []
+
+    def fake_run(setup, gamma, instance, seed):
+        calls.append((gamma["x"], instance))
+        status = "failed" if gamma["x"] == 3 else "ok"
+        return {"gamma": gamma, "hash": gamma_hash(gamma), "instance": instance, "seed": seed,
+                "status": status, "objective": float(gamma["x"])}
+
+    monkeypatch.setattr(metaopt.meta, "run_trial", fake_run)
+    monkeypatch.setattr(metaopt.meta, "complete_gamma", lambda setup, config: {"x": config["x"]})
+    stored = {"x": 2}
+    cache = {(gamma_hash(stored), "i", 0): {"gamma": stored, "hash": gamma_hash(stored), "instance": "i",
+                                            "seed": 0, "status": "ok", "objective": 2.0}}
+    infos = [SimpleNamespace(config={"x": x}, instance="i", seed=0) for x in (1, 2, 1, 3)]
+    bar = SimpleNamespace(update=lambda n: None)
+    out = metaopt.meta._run_batch(tmp_path, None, infos, cache, Executor(), bar)
+    assert sorted(calls) == [(1, "i"), (3, "i")]
+    assert [(r["objective"], cached) for r, cached in out] == [(1.0, False), (2.0, True), (1.0, True), (3.0, False)]
+    assert sorted(r["gamma"]["x"] for r in cache.values()) == [1, 2]
+    assert len(list(tmp_path.glob("runs/*/i/seed-0.json"))) == 2  # both fresh runs are stored
+
+
+@pytest.mark.parametrize("value", [0, 2.5, "four", True])
+def test_meta_batch_size_must_be_a_positive_integer(tmp_path, value):
+    path = tmp_path / "bad.yaml"
+    text = STUDY.format(trials=4, out=tmp_path / "bad")
+    path.write_text(text.replace("  trials: 4", f"  trials: 4\n  batch_size: {value}"))
+    with pytest.raises(UsageError, match="field 'meta.batch_size'"):
+        load_study(path)
 
 
 def test_meta_objectives():
