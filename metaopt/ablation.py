@@ -326,7 +326,11 @@ def check_choices(field_name: str, values: Sequence[str], allowed: Sequence[str]
 
 
 def resolve_endpoint(text: str, field_name: str, fidelity: Any, study_output: Path | None) -> Endpoint:
-    """``gamma_star`` (of ``study_output``), a preset name, or a JSON file (a γ, or an object with "config")."""
+    """``gamma_star`` (of ``study_output``), a preset name, or a JSON file (a γ, or an object with "config").
+
+    Called before any work (``metaopt ablate``, and when a study is loaded); every problem is a
+    UsageError starting with ``field_name``.
+    """
     from spaces.design_space import validate
     from spaces.presets import PRESETS, get_preset
 
@@ -335,19 +339,23 @@ def resolve_endpoint(text: str, field_name: str, fidelity: Any, study_output: Pa
         if path is None or not path.exists():
             raise UsageError(f"{field_name} gamma_star: needs --study-output DIR with meta/gamma_star.json"
                              + (f" (not found: {path})" if path else ""))
-        return Endpoint("gamma_star", validate(json.loads(path.read_text())["config"]))
-    if text in PRESETS:
+        name, data = "gamma_star", read_json_file(path, field_name)
+    elif text in PRESETS:
         return Endpoint(text, get_preset(text).config(fidelity))
-    path = Path(text)
-    if path.suffix == ".json" or path.exists():
-        data = read_json_file(path, field_name)
-        if isinstance(data, dict) and isinstance(data.get("config"), dict):
-            data = data["config"]
-        if not isinstance(data, dict):
-            raise UsageError(f"{field_name}: {path} must hold a JSON object of design-space parameters")
-        return Endpoint(path.stem, validate(data))
-    raise UsageError(f"{field_name}: unknown optimizer {text!r}; allowed: gamma_star, a preset "
-                     f"({', '.join(PRESETS)}) or FILE.json")
+    elif Path(text).suffix == ".json" or Path(text).exists():
+        path = Path(text)
+        name, data = path.stem, read_json_file(path, field_name)
+    else:
+        raise UsageError(f"{field_name}: unknown optimizer {text!r}; allowed: gamma_star, a preset "
+                         f"({', '.join(PRESETS)}) or FILE.json")
+    if isinstance(data, dict) and isinstance(data.get("config"), dict):
+        data = data["config"]
+    if not isinstance(data, dict):
+        raise UsageError(f"{field_name}: {path} must hold a JSON object of design-space parameters")
+    try:
+        return Endpoint(name, validate(data))
+    except UsageError as err:
+        raise UsageError(f"{field_name}: {path}: {err}") from None
 
 
 def _claim(folder: Path, identity: dict[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,11 @@
 """The ``metaopt`` command line.
 
 Every command has ``--help``. Bad input (unknown benchmark, optimizer or instance, malformed
-files, missing data) ends with one line ``metaopt: error: ...`` on stderr and exit status 2;
-outputs are written atomically, only once the work succeeded.
+files, missing or damaged data, a flag of the wrong type or out of range, an output path that
+cannot be written) ends with one line ``metaopt: error: ...`` on stderr and exit status 2; it is
+found before the work starts. Outputs are written atomically, only once the work succeeded. Commands that write into a study
+output folder (study run, optimize, evaluate, ablate, importance, report) hold its lock
+(``<output>/.lock``): a second one on the same folder is refused at once, with exit status 2.
 """
 
 from __future__ import annotations
@@ -11,15 +14,42 @@ import argparse
 import json
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 import pandas as pd
 
 from metaopt.errors import UsageError
-from metaopt.store_utils import read_json_file
+from metaopt.store_utils import check_writable, read_json_file
 
 EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors (unknown flags, wrong types, missing arguments) as a UsageError, which
+    :func:`main` prints as the one line ``metaopt: error: ...`` (argparse would print the usage too)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum`` (e.g. 0 for seeds, 1 for workers)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+        return value
+    return parse
+
+
+_seed_type = _count(0)
+"""Seeds: what ``numpy.random.default_rng`` accepts."""
+_positive_type = _count(1)
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -48,7 +78,11 @@ def _resolve_optimizer(args: argparse.Namespace, fidelity: Any) -> tuple[str, di
     if args.config and args.optimizer:
         raise UsageError("give either --optimizer NAME or --config FILE, not both")
     if args.config:
-        return Path(args.config).stem, validate(_load_config_file(args.config))
+        try:
+            return Path(args.config).stem, validate(_load_config_file(args.config))
+        except UsageError as err:
+            message = str(err)
+            raise UsageError(message if message.startswith("--config") else f"--config {args.config}: {message}") from None
     if not args.optimizer:
         raise UsageError("one of --optimizer NAME or --config FILE is required")
     return args.optimizer, get_preset(args.optimizer).config(fidelity)
@@ -89,6 +123,10 @@ def _read_jsonl(path: str) -> list[dict[str, Any]]:
         lines = Path(path).read_text().splitlines()
     except FileNotFoundError:
         raise UsageError(f"--input: file not found: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"--input: {path} is a folder; give a JSONL file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--input: {path} is not a UTF-8 text file") from None
     records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -107,6 +145,7 @@ def cmd_benchmark_eval(args: argparse.Namespace) -> None:
     from metaopt.benchmarks import get_benchmark
     from metaopt.store_utils import atomic_write_text
 
+    check_writable(args.output, "--output", folder=False)
     bench = get_benchmark(args.benchmark, args.yahpo_data)
     records = _read_jsonl(args.input)
     for rec in records:
@@ -157,6 +196,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     from metaopt.references import get_reference
     from metaopt.run_io import write_run
 
+    if args.out:
+        check_writable(args.out, "--out", folder=True)
     bench = get_benchmark(args.benchmark, args.yahpo_data)
     problem = replace(bench.problem(args.instance), cheap_end_override=_cheap_end_override(args.cheap_end, bench))
     name, config = _resolve_optimizer(args, problem.fidelity)
@@ -212,8 +253,6 @@ STAGES = {"study run": ["optimize", "evaluate", "ablate", "importance", "report"
 def cmd_stages(args: argparse.Namespace) -> None:
     from metaopt.study import load_study, run_stages
 
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {args.workers}")
     study = load_study(Path(args.study))
     run_stages(study, STAGES[args.stage_name], yahpo_data=args.yahpo_data, quiet=args.quiet,
                workers=args.workers, scheduler=args.scheduler)
@@ -221,7 +260,7 @@ def cmd_stages(args: argparse.Namespace) -> None:
 
 def _add_study_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("study", metavar="STUDY.yaml")
-    p.add_argument("--workers", type=int, default=None,
+    p.add_argument("--workers", type=_positive_type, default=None,
                    help="worker processes (a Dask LocalCluster when > 1; default: the study's 'workers', else 1)")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="join an existing Dask scheduler (e.g. tcp://host:8786) instead of starting a LocalCluster")
@@ -232,7 +271,7 @@ def _add_study_arguments(p: argparse.ArgumentParser) -> None:
 # -- parser -------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="metaopt",
         description="Design HPO algorithms by optimization, then explain them.",
     )
@@ -270,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--instance", required=True)
             p.add_argument("--budget", default="30d",
                            help="30d = 30 x d full evaluations (default), 100 = full evaluations, 3600s = cost units")
-            p.add_argument("--seed", type=int, default=1)
+            p.add_argument("--seed", type=_seed_type, default=1, help="the run's seed, an integer >= 0 (default 1)")
             p.add_argument("--cheap-end", action="append", metavar="NAME=lower|upper",
                            help="the cheap end of a numeric hyperparameter, where low-cost starts (CFO) put it; "
                                 "repeatable; overrides the benchmark's declaration for NAME")
@@ -329,8 +368,9 @@ def _add_bench_parser(sub: Any) -> None:
     p.add_argument("--quick", action="store_true", help="the minutes-sized configuration (CI, tests)")
     p.add_argument("--out", default="bench/results.json", metavar="FILE", help="JSON result (default %(default)s)")
     p.add_argument("--md", default="docs/benchmarks.md", metavar="FILE", help="Markdown report (default %(default)s)")
-    p.add_argument("--seeds", type=int, default=None, metavar="N", help="seeds per instance (default: configuration)")
-    p.add_argument("--instances", type=int, default=None, metavar="N",
+    p.add_argument("--seeds", type=_positive_type, default=None, metavar="N",
+                   help="seeds per instance (default: configuration)")
+    p.add_argument("--instances", type=_positive_type, default=None, metavar="N",
                    help="instances per benchmark, the first N of its test split (default: configuration)")
     p.add_argument("--benchmarks", default=None, metavar="NAMES",
                    help="comma-separated benchmarks (default yahpo:lcbench,yahpo:rbv2_xgboost)")
@@ -342,6 +382,9 @@ def _add_bench_parser(sub: Any) -> None:
 def cmd_bench(args: argparse.Namespace) -> None:
     from bench.harness import report_only, run_bench
 
+    for flag, path in (("--out", args.out), ("--md", args.md)):
+        if not (args.report_only and flag == "--out"):  # --report-only reads --out
+            check_writable(path, flag, folder=False)
     if args.report_only:
         report_only(Path(args.out), Path(args.md))
         return
@@ -366,9 +409,14 @@ def _add_report_parser(sub: Any) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from analysis.report import write_report
 
+    from metaopt.store_utils import output_lock
+
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {args.alpha}")
-    folder = write_report(Path(args.output_dir), alpha=args.alpha, budgets=args.budgets)
+    output = Path(args.output_dir)
+    # Not a study's output folder: write_report says so and writes nothing (not even the lock file).
+    with output_lock(output) if (output / "study.yaml").exists() else nullcontext():
+        folder = write_report(output, alpha=args.alpha, budgets=args.budgets)
     figures = len(list((folder / "figures").glob("*.png")))
     print(f"wrote {folder / 'report.html'} (self-contained) and {folder / 'report.md'} with {figures} figures "
           f"in {folder / 'figures'}")
@@ -382,18 +430,23 @@ def _add_importance_parser(sub: Any) -> None:
     p.add_argument("--out", metavar="DIR", default=None, help="write DIR/importance/ (default: the study output)")
     p.add_argument("--pairs", action=argparse.BooleanOptionalAction, default=True,
                    help="also estimate pairwise interactions (default: yes)")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--trees", type=int, default=100, help="trees of the random forest (default 100)")
+    p.add_argument("--seed", type=_seed_type, default=1)
+    p.add_argument("--trees", type=_positive_type, default=100, help="trees of the random forest (default 100)")
     p.set_defaults(func=cmd_importance)
 
 
 def cmd_importance(args: argparse.Namespace) -> None:
     from analysis.importance import importance_for_study
 
-    if args.trees < 1:
-        raise UsageError(f"--trees must be at least 1, got {args.trees}")
-    arms = importance_for_study(Path(args.study_output), Path(args.out) if args.out else None,
-                                pairs=args.pairs, seed=args.seed, n_trees=args.trees)
+    from metaopt.store_utils import output_lock
+
+    if args.out:
+        check_writable(args.out, "--out", folder=True)
+    # Not a study's output folder: importance_for_study says so and writes nothing (not even the lock file).
+    is_study = (Path(args.study_output) / "study.yaml").exists()
+    with output_lock(Path(args.out or args.study_output)) if is_study else nullcontext():
+        arms = importance_for_study(Path(args.study_output), Path(args.out) if args.out else None,
+                                    pairs=args.pairs, seed=args.seed, n_trees=args.trees)
     for restriction, result, folder in arms:
         if len(arms) > 1:
             print(f"\n== meta-optimization in {restriction}")
@@ -427,15 +480,15 @@ def _add_ablate_parser(sub: Any) -> None:
                    help="comma-separated: path, ofat, loco; or all (default: path)")
     p.add_argument("--instances", metavar="SPLIT|IDS",
                    help="evaluated only: test (default), train, all, or comma-separated instance ids")
-    p.add_argument("--limit", type=int, metavar="N", help="evaluated only: the first N of those instances")
-    p.add_argument("--seeds", type=int, metavar="N", help="evaluated only: seeds 1..N per instance (default 1)")
+    p.add_argument("--limit", type=_positive_type, metavar="N", help="evaluated only: the first N of those instances")
+    p.add_argument("--seeds", type=_positive_type, metavar="N", help="evaluated only: seeds 1..N per instance (default 1)")
     p.add_argument("--budget", help="evaluated only: the run budget (default: the study's, else 30d)")
     p.add_argument("--race", action="store_true",
                    help="evaluated only: after each seed round, drop candidates clearly worse than the best "
                         "(one-sided paired t-test over instances, alpha 0.05)")
     p.add_argument("--name", help="the ablation's folder name (default: FROM-to-TO-ESTIMATOR)")
     p.add_argument("--out", required=True, metavar="DIR", help="results go to DIR/ablation/NAME/")
-    p.add_argument("--workers", type=int, default=1, help="evaluated: worker processes (a Dask LocalCluster when > 1)")
+    p.add_argument("--workers", type=_positive_type, default=1, help="evaluated: worker processes (a Dask LocalCluster when > 1)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="evaluated: join an existing Dask scheduler")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_data_option(p)
@@ -447,8 +500,10 @@ def cmd_ablate(args: argparse.Namespace) -> None:
     from metaopt.benchmarks import get_benchmark
     from metaopt.budget import Budget
     from metaopt.executor import make_executor
+    from metaopt.store_utils import output_lock
     from metaopt.study import load_study
 
+    check_writable(args.out, "--out", folder=True)
     check_choices("--estimator", [args.estimator], ESTIMATORS)
     names = [v.strip() for v in args.variant.split(",")]
     variants = VARIANTS if names == ["all"] else tuple(names)
@@ -478,11 +533,9 @@ def cmd_ablate(args: argparse.Namespace) -> None:
             raise UsageError("--estimator surrogate: needs --study-output DIR with meta/archive.csv")
         spec = AblationSpec(**common, budget=Budget.parse(study_budget, bench.d) if study_budget else None,
                             archive=study_output / "meta" / "archive.csv")
-        tables = run_ablation(spec, Path(args.out), None, args.quiet)
+        with output_lock(Path(args.out)):
+            tables = run_ablation(spec, Path(args.out), None, args.quiet)
     else:
-        for flag, value in [("--limit", args.limit), ("--seeds", args.seeds)]:
-            if value is not None and value < 1:
-                raise UsageError(f"{flag}: must be at least 1, got {value}")
         if args.instances in (None, "test", "train", "all"):
             instances = bench.instances_of(args.instances or "test")
         else:
@@ -490,10 +543,13 @@ def cmd_ablate(args: argparse.Namespace) -> None:
                 instances = [bench.problem(i.strip()).instance for i in args.instances.split(",")]
             except UsageError as err:
                 raise UsageError(f"--instances: {err}") from None
+            repeated = next((i for k, i in enumerate(instances) if i in instances[:k]), None)
+            if repeated is not None:
+                raise UsageError(f"--instances: instance {repeated!r} is listed twice")
         spec = AblationSpec(**common, instances=tuple(instances[: args.limit]),
                             seeds=tuple(range(1, (args.seeds or 1) + 1)),
                             budget=Budget.parse(args.budget or study_budget or "30d", bench.d), race=args.race)
-        with make_executor(args.workers, args.scheduler) as executor:
+        with output_lock(Path(args.out)), make_executor(args.workers, args.scheduler) as executor:
             tables = run_ablation(spec, Path(args.out), executor, args.quiet)
     for variant, table in tables.items():
         print(f"\n{variant} ({spec.folder_name}):")
@@ -548,6 +604,7 @@ def cmd_space_export(args: argparse.Namespace) -> None:
 
     from metaopt.store_utils import atomic_write_text
 
+    check_writable(args.out, "--out", folder=False)
     space = _space(args.restrict)
     buffer = StringIO()
     space.to_json(buffer)
@@ -557,8 +614,8 @@ def cmd_space_export(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         args.func(args)
     except UsageError as err:
         print(f"metaopt: error: {err}", file=sys.stderr)

@@ -26,7 +26,12 @@ from ConfigSpace import (
     InCondition,
     Integer,
 )
-from ConfigSpace.hyperparameters import CategoricalHyperparameter, Hyperparameter, IntegerHyperparameter
+from ConfigSpace.hyperparameters import (
+    CategoricalHyperparameter,
+    Hyperparameter,
+    IntegerHyperparameter,
+    NumericalHyperparameter,
+)
 from ConfigSpace.util import deactivate_inactive_hyperparameters
 
 from metaopt.errors import UsageError
@@ -158,8 +163,8 @@ def validate(config: Mapping[str, Any], space: ConfigurationSpace | None = None,
              drop_inactive: bool = False) -> dict[str, Any]:
     """Check a configuration γ of the design space; return it complete (defaults filled in).
 
-    Raises :class:`UsageError` naming the offending parameter: unknown names, illegal values,
-    parameters that are inactive under the chosen components (unless ``drop_inactive``: then they
+    Raises :class:`UsageError` naming the offending parameter: unknown names, illegal values (also
+    true/false for a number, and a non-integral number for an integer), parameters that are inactive under the chosen components (unless ``drop_inactive``: then they
     are left out of the result), forbidden combinations.
     """
     space = space or design_space()
@@ -169,7 +174,8 @@ def validate(config: Mapping[str, Any], space: ConfigurationSpace | None = None,
         hp = space[name]
         if isinstance(hp, IntegerHyperparameter) and isinstance(value, float) and value.is_integer():
             value = int(value)
-        if not hp.legal_value(value):
+        # bool is an int subclass, so ConfigSpace would take true as 1: refuse it for numbers.
+        if (isinstance(value, bool) and isinstance(hp, NumericalHyperparameter)) or not hp.legal_value(value):
             raise UsageError(f"parameter {name}: value {value!r} is not allowed; allowed: {describe_hyperparameter(hp)}")
     values = {hp.name: hp.default_value for hp in space.values()}
     values.update({k: (int(v) if isinstance(space[k], IntegerHyperparameter) else v) for k, v in config.items()})

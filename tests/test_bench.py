@@ -39,7 +39,7 @@ def test_bench_quick_overhead_writes_json_and_markdown(tmp_path, capsys):
 
 def test_bench_bad_flags_are_one_line_errors(tmp_path, capsys):
     for argv, fragment in [(["--sections", "overhead,speed"], "unknown section(s) speed"),
-                           (["--seeds", "0"], "--seeds must be at least 1"),
+                           (["--seeds", "0"], "--seeds: must be an integer >= 1, got 0"),
                            (["--benchmarks", "synthetic:nope"], "unknown benchmark"),
                            (["--report-only", "--out", str(tmp_path / "missing.json")], "file not found")]:
         assert main(["bench", "--md", str(tmp_path / "b.md"), *argv]) == 2

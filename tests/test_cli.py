@@ -184,3 +184,92 @@ def test_every_preset_is_accepted_by_run(capsys):
         code, _, err = run_cli(capsys, "run", "--optimizer", name, "--benchmark", "synthetic:boosting", "--instance", "0",
                                "--budget", budget, "--quiet")
         assert code == 0, (name, err)
+
+
+LCBENCH_CONFIG = {"batch_size": 153, "epoch": 5, "learning_rate": 0.0437, "max_dropout": 0.374, "max_units": 96,
+                  "momentum": 0.233, "num_layers": 2, "weight_decay": 0.0799}
+
+
+def _jsonl(config):
+    return json.dumps({"instance": "3945", "config": config}) + "\n"
+
+
+# (argv with {tmp} for the test's folder, the flag or field the one error line must name). Files the
+# cases use: {tmp}/afile (an existing file), {tmp}/dir (an existing folder), {tmp}/in.jsonl (a valid
+# input), {tmp}/float_int.jsonl (batch_size 64.7), {tmp}/bool.jsonl (learning_rate true),
+# {tmp}/true_mu.json (a design configuration with mu true), {tmp}/binary.json (not UTF-8).
+BAD_ARGUMENTS = [
+    ("run seed -1", ["run", "--optimizer", "rs", "--benchmark", "synthetic:mlp", "--instance", "0", "--seed", "-1",
+                     "--out", "{tmp}/o"], "--seed"),
+    ("run seed not a number", ["run", "--optimizer", "rs", "--benchmark", "synthetic:mlp", "--instance", "0",
+                               "--seed", "one", "--out", "{tmp}/o"], "--seed"),
+    ("run budget 0", ["run", "--optimizer", "rs", "--benchmark", "synthetic:mlp", "--instance", "0", "--budget", "0d",
+                      "--out", "{tmp}/o"], "budget"),
+    ("run out is a file", ["run", "--optimizer", "rs", "--benchmark", "synthetic:mlp", "--instance", "0",
+                           "--out", "{tmp}/afile"], "--out"),
+    ("run out under a file", ["run", "--optimizer", "rs", "--benchmark", "synthetic:mlp", "--instance", "0",
+                              "--out", "{tmp}/afile/o"], "--out"),
+    ("run config mu true", ["run", "--config", "{tmp}/true_mu.json", "--benchmark", "synthetic:mlp", "--instance", "0",
+                            "--out", "{tmp}/o"], "true_mu.json: parameter mu"),
+    ("run config is a folder", ["run", "--config", "{tmp}/dir", "--benchmark", "synthetic:mlp", "--instance", "0",
+                                "--out", "{tmp}/o"], "--config"),
+    ("run config not UTF-8", ["run", "--config", "{tmp}/binary.json", "--benchmark", "synthetic:mlp", "--instance", "0",
+                              "--out", "{tmp}/o"], "--config"),
+    ("study workers 0", ["study", "run", "{tmp}/afile", "--workers", "0"], "--workers"),
+    ("ablate workers 0", ["ablate", "--benchmark", "synthetic:mlp", "--from", "rs", "--to", "hb", "--estimator",
+                          "evaluated", "--workers", "0", "--out", "{tmp}/o"], "--workers"),
+    ("ablate instance twice", ["ablate", "--benchmark", "synthetic:mlp", "--from", "rs", "--to", "hb", "--estimator",
+                               "evaluated", "--instances", "0,0", "--out", "{tmp}/o"], "--instances"),
+    ("ablate out is a file", ["ablate", "--benchmark", "synthetic:mlp", "--from", "rs", "--to", "hb", "--estimator",
+                              "evaluated", "--out", "{tmp}/afile"], "--out"),
+    ("importance seed -1", ["importance", "--study-output", "{tmp}/dir", "--seed", "-1", "--out", "{tmp}/o"], "--seed"),
+    ("bench seeds 0", ["bench", "--quick", "--seeds", "0", "--out", "{tmp}/o/r.json", "--md", "{tmp}/o/r.md"],
+     "--seeds"),
+    ("eval output is a folder", ["benchmark", "eval", "--benchmark", "yahpo:lcbench", "--input", "{tmp}/in.jsonl",
+                                 "--output", "{tmp}/dir"], "--output"),
+    ("eval input is a folder", ["benchmark", "eval", "--benchmark", "yahpo:lcbench", "--input", "{tmp}/dir",
+                                "--output", "{tmp}/o/out.jsonl"], "--input"),
+    ("eval integer given 64.7", ["benchmark", "eval", "--benchmark", "yahpo:lcbench", "--input", "{tmp}/float_int.jsonl",
+                                 "--output", "{tmp}/o/out.jsonl"], "batch_size=64.7"),
+    ("eval number given true", ["benchmark", "eval", "--benchmark", "yahpo:lcbench", "--input", "{tmp}/bool.jsonl",
+                                "--output", "{tmp}/o/out.jsonl"], "learning_rate=True"),
+    ("space export under a file", ["space", "export", "--out", "{tmp}/afile/space.json"], "--out"),
+]
+
+
+@pytest.mark.parametrize("argv, field", [case[1:] for case in BAD_ARGUMENTS], ids=[case[0] for case in BAD_ARGUMENTS])
+def test_bad_arguments_give_one_line_before_any_work(capsys, env_data, tmp_path, monkeypatch, argv, field):
+    import metaopt.loop
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("the run started before its arguments were checked")
+
+    monkeypatch.setattr(metaopt.loop, "run", no_run)
+    (tmp_path / "afile").write_text("keep")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "in.jsonl").write_text(_jsonl(LCBENCH_CONFIG))
+    (tmp_path / "float_int.jsonl").write_text(_jsonl({**LCBENCH_CONFIG, "batch_size": 64.7}))
+    (tmp_path / "bool.jsonl").write_text(_jsonl({**LCBENCH_CONFIG, "learning_rate": True}))
+    (tmp_path / "true_mu.json").write_text(json.dumps({"fidelity_schedule": "equal", "mu": True}))
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe{}")
+    code, _, err = run_cli(capsys, *[a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert_one_line_error(code, err, field)
+    assert "Traceback" not in err
+    assert not (tmp_path / "o").exists() and (tmp_path / "afile").read_text() == "keep"
+    assert not any((tmp_path / "dir").iterdir())  # nothing written
+
+
+@pytest.mark.parametrize("damage, fragment", [
+    (lambda folder: (folder / "model.onnx").write_bytes((folder / "model.onnx").read_bytes()[:1000]), "model.onnx"),
+    (lambda folder: (folder / "config_space.json").write_text('{"hyperparameters": ['), "config_space.json"),
+])
+def test_damaged_yahpo_data_is_one_line(capsys, yahpo_data, tmp_path, damage, fragment):
+    """A copy of one scenario folder, damaged (the shared data is never touched)."""
+    import shutil
+
+    shutil.copytree(yahpo_data / "lcbench", tmp_path / "data" / "lcbench")
+    damage(tmp_path / "data" / "lcbench")
+    code, _, err = run_cli(capsys, "run", "--optimizer", "rs", "--benchmark", "yahpo:lcbench", "--instance", "3945",
+                           "--yahpo-data", str(tmp_path / "data"), "--out", str(tmp_path / "o"))
+    assert_one_line_error(code, err, fragment, "lcbench")
+    assert not (tmp_path / "o").exists()

@@ -43,7 +43,7 @@ def test_study_runs_writes_results_and_resumes(tmp_path, capsys):
     assert main(["study", "run", str(path), "--quiet"]) == 0
     assert "8 runs, 7 already done" in capsys.readouterr().out
     again = pd.read_csv(out / "eval" / "results.csv")
-    pd.testing.assert_frame_equal(results.drop(columns="wall_time_s"), again.drop(columns="wall_time_s"))
+    pd.testing.assert_frame_equal(results, again)  # no wall times in results.csv: they are in wall_times.csv
 
 
 def test_changed_study_is_refused(tmp_path, capsys):
@@ -72,6 +72,132 @@ def test_bad_study_files_name_the_field(tmp_path, capsys, change, field):
     assert not (tmp_path / "out" / "eval").exists()
 
 
+META = """
+meta:
+  instances: {split: train, limit: 1}
+  trials: 2
+  seeds: [1]
+"""
+
+GAMMA_STAR = '{"config": {"fidelity_schedule": "equal", "mu": 8}}'
+
+
+def _meta(text):
+    """The tiny study with a meta section (an optimize stage that the checks must not reach)."""
+    return text.replace("evaluation:", META.strip() + "\nevaluation:")
+
+
+# (what to do to the tiny study, the field the one error line must name; {dir} is the test's folder).
+# Each case must fail before anything is written: no study.yaml, nothing else in the output folder.
+BAD_STUDIES = [
+    ("optimizer typo, meta section", lambda t: _meta(t).replace("[rs, hb]", "[rs, hbb]"),
+     "evaluation.optimizers[1]"),
+    ("optimizer twice", lambda t: t.replace("[rs, hb]", "[rs, rs]"), "evaluation.optimizers[1]"),
+    ("variant named like a listed optimizer", lambda t: t.replace("[rs, hb]", "[rs, {name: rs, preset: hb}]"),
+     "evaluation.optimizers[1]"),
+    ("variant of an unknown preset", lambda t: t.replace("[rs, hb]", "[rs, {name: v, preset: nope}]"),
+     "evaluation.optimizers[1]"),
+    ("variant sets an unknown parameter", lambda t: t.replace("[rs, hb]", "[rs, {name: v, preset: hb, set: {colour: 1}}]"),
+     "evaluation.optimizers[1]"),
+    ("variant sets mu to true", lambda t: t.replace("[rs, hb]", "[rs, {name: v, preset: hb, set: {mu: true}}]"),
+     "evaluation.optimizers[1]"),
+    ("variant sets an integer to 8.5", lambda t: t.replace("[rs, hb]", "[rs, {name: v, preset: hb, set: {mu: 8.5}}]"),
+     "evaluation.optimizers[1]"),
+    ("gamma_star without meta", lambda t: t.replace("[rs, hb]", "[rs, gamma_star]"), "evaluation.optimizers[1]"),
+    ("gamma_star of an unknown restriction", lambda t: _meta(t).replace("[rs, hb]", "[rs, 'gamma_star:gamma1']"),
+     "evaluation.optimizers[1]"),
+    ("cost_reference typo, meta section", lambda t: _meta(t).replace("optimizers:", "cost_reference: rss\n  optimizers:"),
+     "evaluation.cost_reference"),
+    ("gamma_star_from missing", lambda t: t.replace("optimizers:", "gamma_star_from: {dir}/none.json\n  optimizers:"),
+     "evaluation.gamma_star_from"),
+    ("gamma_star_from invalid JSON", lambda t: t.replace("optimizers:", "gamma_star_from: {dir}/broken.json\n  optimizers:"),
+     "evaluation.gamma_star_from"),
+    ("gamma_star_from a folder", lambda t: t.replace("optimizers:", "gamma_star_from: {dir}\n  optimizers:"),
+     "evaluation.gamma_star_from"),
+    ("gamma_star_from invalid config", lambda t: t.replace("optimizers:", "gamma_star_from: {dir}/bad_mu.json\n  optimizers:"),
+     "evaluation.gamma_star_from"),
+    ("seeds -1", lambda t: t.replace("seeds: 2", "seeds: [-1, 2]"), "evaluation.seeds"),
+    ("seeds true", lambda t: t.replace("seeds: 2", "seeds: true"), "evaluation.seeds"),
+    ("instance twice", lambda t: t.replace("{split: test, limit: 2}", "['0', 0]"), "evaluation.instances"),
+    ("unknown instance", lambda t: t.replace("{split: test, limit: 2}", "['0', '999']"), "evaluation.instances"),
+    ("meta instance twice", lambda t: _meta(t).replace("{split: train, limit: 1}", "['2', '2']"), "meta.instances"),
+    ("unknown restriction", lambda t: _meta(t).replace("trials: 2", "trials: 2\n  restriction: nope"), "meta.restriction"),
+    ("report budget above the budget", lambda t: t.replace("optimizers:", "report_budgets: [9d]\n  optimizers:"),
+     "evaluation.report_budgets"),
+    ("ablation endpoint typo", lambda t: t + "ablation:\n  - {from: rs, to: hbb}\n", "ablation[0].to"),
+    ("ablation gamma_star without meta", lambda t: t + "ablation:\n  - {from: rs, to: gamma_star}\n",
+     "ablation[0].to"),
+    ("ablation surrogate without meta",
+     lambda t: t + "ablation:\n  - {from: rs, to: hb, estimator: surrogate}\n", "ablation[0].estimator"),
+    ("ablation from a bad file", lambda t: t + "ablation:\n  - {from: {dir}/bad_mu.json, to: hb}\n",
+     "ablation[0].from"),
+    ("ablation instance unknown", lambda t: t + "ablation:\n  - {from: rs, to: hb, instances: ['999']}\n",
+     "ablation[0].instances"),
+    ("output is an existing file", lambda t: t.split("output:")[0] + "output: {dir}/afile\n", "output"),
+    ("output under an existing file", lambda t: t.split("output:")[0] + "output: {dir}/afile/out\n", "output"),
+]
+
+
+@pytest.mark.parametrize("make, field", [case[1:] for case in BAD_STUDIES], ids=[case[0] for case in BAD_STUDIES])
+def test_bad_studies_fail_before_anything_is_written(tmp_path, capsys, make, field):
+    (tmp_path / "broken.json").write_text('{"config": {')
+    (tmp_path / "bad_mu.json").write_text('{"config": {"mu": 0}}')
+    (tmp_path / "afile").write_text("")
+    out = tmp_path / "out"
+    path = write_study(tmp_path, make(STUDY.format(out=out)).replace("{dir}", str(tmp_path)))
+    code = main(["study", "run", str(path), "--quiet"])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("metaopt: error: "), err
+    assert field in lines[0] and "Traceback" not in err
+    assert not out.exists() or not any(out.iterdir())  # no study.yaml, nothing else
+
+
+@pytest.mark.parametrize("content, fragment", [(None, "is a folder"), (b"name: \xff\xfe\n", "not a UTF-8 text file")])
+def test_a_study_that_is_a_folder_or_binary_is_one_line(tmp_path, capsys, content, fragment):
+    path = tmp_path / "study.yaml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    code = main(["study", "run", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("metaopt: error: ") and fragment in err
+
+
+def test_a_valid_gamma_star_from_and_ablation_files_pass(tmp_path):
+    from metaopt.study import StudyContext
+
+    (tmp_path / "g.json").write_text(GAMMA_STAR)
+    text = STUDY.format(out=tmp_path / "out").replace("[rs, hb]", "[rs, gamma_star]").replace(
+        "optimizers:", f"gamma_star_from: {tmp_path}/g.json\n  cost_reference: rs\n  optimizers:")
+    text += f"ablation:\n  - {{from: {tmp_path}/g.json, to: gamma_star}}\n"
+    context = StudyContext(load_study(write_study(tmp_path, text)), None)
+    assert context.gamma_star_names == ["gamma_star"]
+    assert not (tmp_path / "out").exists()  # checking writes nothing
+
+
+def test_train_test_overlap_is_one_warning_line(tmp_path, capsys):
+    from metaopt.study import StudyContext
+
+    text = _meta(STUDY.format(out=tmp_path / "out")).replace("{split: train, limit: 1}", "['2', '0']")
+    StudyContext(load_study(write_study(tmp_path, text.replace("{split: test, limit: 2}", "['0', '1']"))), None)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("metaopt: warning: ") and "(0)" in err[0], err
+    StudyContext(load_study(write_study(tmp_path, text.replace("{split: test, limit: 2}", "['1', '3']"))), None)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("importance, line", [("false", "importance: skipped (the study sets 'importance: false')"),
+                                              ("true", "importance: skipped for the full space")])
+def test_importance_false_skips_the_importance_stage(tmp_path, capsys, importance, line):
+    from metaopt.study import run_stages
+
+    text = _meta(STUDY.format(out=tmp_path / "out")) + f"importance: {importance}\n"
+    run_stages(load_study(write_study(tmp_path, text)), ["importance"], quiet=True)
+    assert line in capsys.readouterr().out
+
+
 def test_shipped_study_files_are_valid(yahpo_data):
     """Every study file in studies/ loads and resolves against its benchmark (instances, restrictions, budgets)."""
     from pathlib import Path
@@ -85,6 +211,11 @@ def test_shipped_study_files_are_valid(yahpo_data):
         study = load_study(path)
         if study.spec.benchmark.startswith("live:"):
             continue  # resolving a live benchmark trains models for its references
+        source = study.spec.evaluation.gamma_star_from
+        if source and not Path(source).exists():  # another study's γ*, not computed here: refused up front
+            with pytest.raises(UsageError, match="field 'evaluation.gamma_star_from': file not found"):
+                StudyContext(study, str(yahpo_data))
+            continue
         context = StudyContext(study, str(yahpo_data))
         assert context.eval_instances, path
     assert load_study(folder / "quickstart.yaml").spec.benchmark.startswith("synthetic:")

@@ -325,6 +325,7 @@ _MLP_OK = {"num_layers": 2, "units": 64, "learning_rate": 1e-3, "optimizer": "ad
         (_MLP_OK | {"num_layers": 2.5}, 9, r"num_layers=2.5 is not allowed.*integer in \[1, 5\]"),
         (_MLP_OK | {"units": 4096}, 9, r"units=4096 is not allowed.*\[16, 1024\]"),
         (_MLP_OK | {"learning_rate": "fast"}, 9, "learning_rate must be a number"),
+        (_MLP_OK | {"num_layers": True}, 9, "num_layers must be an integer.*got true/false"),
         (_MLP_OK | {"dropout": float("nan")}, 9, "dropout is missing"),
         (_MLP_OK, 0, r"fidelity epoch=0 is not allowed.*\[1, 81\]"),
         (_MLP_OK, 82, "fidelity epoch=82"),

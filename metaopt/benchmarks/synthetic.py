@@ -465,6 +465,8 @@ class SyntheticBenchmark(Benchmark):
         for p in self._fam.params:
             if p.choices:
                 continue
+            if any(isinstance(cfg.get(p.name), (bool, np.bool_)) for cfg in configs):
+                raise UsageError(f"{self.name}: {p.name} must be {p.allowed()}, got true/false")
             try:
                 v = np.array([cfg.get(p.name, np.nan) for cfg in configs], dtype=float)
             except (TypeError, ValueError):

@@ -117,6 +117,11 @@ def _open_benchmark_set(scenario: str, data_dir: Path) -> BenchmarkSet:
         # are obscure). redirect_stdout: BenchmarkSet prints citation notes.
         with _quiet(), contextlib.redirect_stdout(io.StringIO()):
             bench = BenchmarkSet(scenario, active_session=False, check=False)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as err:
+        # A malformed config_space.json / encoding.json (ValueError covers invalid JSON).
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise DataError(f"YAHPO scenario {scenario!r}: cannot read {data_dir / scenario} (config_space.json or "
+                        f"encoding.json is corrupt: {reason}); restore the folder from the original data") from None
     finally:
         local_config._config = saved
     # yahpo-gym 1.0.2 calls `config_space._sort_hyperparameters()` before encoding each
@@ -134,10 +139,14 @@ def _search_space(space: ConfigurationSpace, excluded: set[str]) -> Configuratio
     return cs
 
 
-def _domain(hp: Hyperparameter) -> tuple[float, float] | frozenset:
-    """A fast membership test for input validation: a (lower, upper) range or a set of choices."""
+Domain = tuple[float, float, bool] | frozenset
+"""What a hyperparameter accepts: (lower, upper, integer) for numbers, else the set of choices."""
+
+
+def _domain(hp: Hyperparameter) -> Domain:
+    """A fast membership test for input validation: a (lower, upper, integer) range or a set of choices."""
     if isinstance(hp, NumericalHyperparameter):
-        return (hp.lower, hp.upper)
+        return (hp.lower, hp.upper, isinstance(hp, IntegerHyperparameter))
     if hasattr(hp, "choices"):
         return frozenset(hp.choices)
     if hasattr(hp, "sequence"):
@@ -145,18 +154,22 @@ def _domain(hp: Hyperparameter) -> tuple[float, float] | frozenset:
     return frozenset([hp.value])  # Constant
 
 
-def _in_domain(value: Any, domain: tuple[float, float] | frozenset) -> bool:
+def _in_domain(value: Any, domain: Domain) -> bool:
+    """Whether ``value`` is allowed: numbers (not true/false) in range, integral for integers; or a choice."""
     if isinstance(domain, tuple):
-        return isinstance(value, (int, float, np.number)) and domain[0] <= value <= domain[1]
+        lower, upper, integer = domain
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+            return False
+        return lower <= value <= upper and (not integer or float(value).is_integer())
     try:
         return value in domain
     except TypeError:  # unhashable value
         return False
 
 
-def _describe(domain: tuple[float, float] | frozenset) -> str:
+def _describe(domain: Domain) -> str:
     if isinstance(domain, tuple):
-        return f"a number in [{domain[0]}, {domain[1]}]"
+        return f"{'an integer' if domain[2] else 'a number'} in [{domain[0]}, {domain[1]}]"
     return "one of {" + ", ".join(sorted(map(str, domain))) + "}"
 
 
@@ -171,7 +184,9 @@ class YahpoBenchmark(Benchmark):
     parameters. The fidelity is yahpo's first fidelity parameter (lcbench/nb301 ``epoch``, rbv2
     ``trainsize``); other fidelity parameters (rbv2 ``repl``) are fixed at their maximum. The loss
     follows :data:`LOSSES`; the cost is yahpo's runtime target (lcbench ``time``, rbv2
-    ``timetrain``, nb301 ``runtime``). The ONNX session is created on the first evaluation.
+    ``timetrain``, nb301 ``runtime``). The ONNX session is created when the benchmark is loaded, so
+    broken data (a truncated ``model.onnx``, a corrupt ``config_space.json``) is one
+    :class:`DataError` before any work.
     """
 
     def __init__(self, scenario: str, data_dir: Path) -> None:
@@ -212,6 +227,7 @@ class YahpoBenchmark(Benchmark):
         self._searched = set(self.search_space.keys())
         self._required = set(self.search_space.unconditional_hyperparameters)
         self._raw_required = self._required | {fid_name}
+        self._bench()  # load the surrogate now (tens of ms): a broken model.onnx fails before any work
 
     def _split(self) -> tuple[list[str], list[str], str]:
         """(train, test, rule): the paper's split for lcbench and nb301, a seeded 25% split otherwise."""
@@ -311,8 +327,12 @@ class YahpoBenchmark(Benchmark):
             # oversubscription, and keeps predictions deterministic.
             options.intra_op_num_threads = 1
             options.inter_op_num_threads = 1
-            session = rt.InferenceSession(self._yahpo.config.get_path("model"), sess_options=options,
-                                          providers=["CPUExecutionProvider"])
+            model = self._yahpo.config.get_path("model")
+            try:
+                session = rt.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+            except Exception as err:  # onnxruntime's errors (InvalidProtobuf, Fail, ...) derive from Exception only
+                raise DataError(f"YAHPO scenario {self.scenario!r}: cannot load {model} "
+                                f"({str(err).splitlines()[0]}); restore the file from the original data") from None
             self._yahpo.active_session = True  # otherwise yahpo drops the session after each call
             self._yahpo.set_session(session)
         return self._yahpo
