@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from analysis.plots import save_with_caption  # noqa: E402
+from metaopt.analysis.plots import save_with_caption  # noqa: E402
 
 
 def plot_ablation(table: pd.DataFrame, path: Path, variant: str, title: str, caption: str) -> None:

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from analysis.anytime import mean_se_over_instances
-from analysis.stats import rank_test, scores_by_instance
+from metaopt.analysis.anytime import mean_se_over_instances
+from metaopt.analysis.stats import rank_test, scores_by_instance
 from metaopt.store_utils import atomic_write_text
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.anytime import mean_se_over_instances, regret_at
+from metaopt.analysis.anytime import mean_se_over_instances, regret_at
 
 
 def first_cost_reaching(cost_used: np.ndarray, incumbent: np.ndarray, target: float) -> float:

@@ -1,6 +1,6 @@
 """The report's figures (seaborn/matplotlib, Agg backend), each rendered to PNG bytes with its caption.
 
-Every function takes tidy data prepared by :mod:`analysis.report` and a caption that says what was
+Every function takes tidy data prepared by :mod:`metaopt.analysis.report` and a caption that says what was
 run; colours of optimizers come from :func:`optimizer_palette` so they agree across figures.
 """
 
@@ -21,7 +21,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
-from analysis.stats import RankTest  # noqa: E402
+from metaopt.analysis.stats import RankTest  # noqa: E402
 
 DPI = 120
 

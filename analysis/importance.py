@@ -71,7 +71,7 @@ INACTIVE = -1.0
 N_TOTAL = 4096
 """Latent vectors used to estimate Var f."""
 GAMMA_PREFIX = "gamma."
-"""Archive columns holding γ (see :func:`metaopt.meta.meta_archive`)."""
+"""Archive columns holding γ (see :func:`metaopt.meta_archive.meta_archive`)."""
 
 
 @dataclass
@@ -306,7 +306,7 @@ def compute_importance(archive: pd.DataFrame, space: ConfigurationSpace, objecti
 
 def write_importance(result: ImportanceResult, out_dir: Path) -> Path:
     """Write ``<out_dir>/importance/{fanova,local}.{csv,png}`` and ``meta.json``; return that folder."""
-    from analysis.importance_plots import plot_fanova, plot_local
+    from metaopt.analysis.importance_plots import plot_fanova, plot_local
 
     folder = Path(out_dir) / "importance"
     atomic_write_text(folder / "fanova.csv", result.fanova.to_csv(index=False))
@@ -323,8 +323,8 @@ def importance_of_meta(folder: Path, restriction: str | None, meta_objective: st
     """Importance of one finished meta-optimization: ``folder/meta/{archive.csv, gamma_star.json}`` searched in
     ``restriction`` (None: the full space); written under ``out_dir`` (default ``folder``). Returns the result
     and the folder written."""
-    from spaces.design_space import design_space
-    from spaces.restrictions import get_restriction
+    from metaopt.spaces.design_space import design_space
+    from metaopt.spaces.restrictions import get_restriction
 
     archive_path, star_path = folder / "meta" / "archive.csv", folder / "meta" / "gamma_star.json"
     for path in (archive_path, star_path):
@@ -343,7 +343,7 @@ def importance_for_study(study_output: Path, out_dir: Path | None = None, *, pai
     """Importance of a study's finished optimize stage, per meta-optimization: (restriction, result, folder
     written). A study with a list of restrictions has one per arm (``arms/<restriction>/``, also under
     ``out_dir``); the others one, written under ``out_dir`` (default: the study output)."""
-    from metaopt.study import load_study
+    from metaopt.study_spec import load_study
 
     study_output = Path(study_output)
     study_file = study_output / "study.yaml"

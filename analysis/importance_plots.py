@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from analysis.plots import save_with_caption  # noqa: E402
+from metaopt.analysis.plots import save_with_caption  # noqa: E402
 
 TOP = 15
 """Bars per panel: the most important parameters (or pairs)."""

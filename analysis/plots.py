@@ -16,7 +16,7 @@ import seaborn as sns  # noqa: E402
 def plot_anytime(curves: pd.DataFrame, path: Path, title: str, caption: str) -> None:
     """Mean normalized regret vs budget (log x), one line per optimizer, s.e. band over instances.
 
-    ``curves`` is the long table of :func:`analysis.anytime.anytime_table`.
+    ``curves`` is the long table of :func:`metaopt.analysis.anytime.anytime_table`.
     """
     per_instance = curves.groupby(["optimizer", "instance", "budget"], as_index=False)["regret"].mean()
     sns.set_theme(style="whitegrid", context="notebook")

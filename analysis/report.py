@@ -32,10 +32,10 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from analysis import figures
-from analysis.anytime import budget_grid, regret_at
-from analysis.figures import Figure
-from analysis.stats import average_ranks, rank_test, scores_by_instance
+from metaopt.analysis import figures
+from metaopt.analysis.anytime import budget_grid, regret_at
+from metaopt.analysis.figures import Figure
+from metaopt.analysis.stats import average_ranks, rank_test, scores_by_instance
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.run_io import DamagedRun, check_run, read_run
@@ -258,7 +258,7 @@ def _archive_configs(archive: pd.DataFrame) -> pd.DataFrame:
 
 def _per_seed_winners(archive: pd.DataFrame) -> list[dict[str, Any]]:
     """γ* chosen by the stage's rule within each meta-seed's trials alone (Table 5's brackets)."""
-    from metaopt.meta import choose_gamma_star
+    from metaopt.meta_archive import choose_gamma_star
 
     configs = _archive_configs(archive)
     winners = []
@@ -274,8 +274,8 @@ def _forced_parameters(restriction: str | None) -> set[str]:
         return set()
     from ConfigSpace import Constant
 
-    from spaces.design_space import design_space
-    from spaces.restrictions import get_restriction
+    from metaopt.spaces.design_space import design_space
+    from metaopt.spaces.restrictions import get_restriction
 
     space = get_restriction(restriction).space()
     free = {hp.name for hp in space.values()
@@ -305,7 +305,7 @@ def _cell(values: list[Any]) -> str:
 def gamma_table(study: dict[str, Any], star: dict[str, Any] | None, archive: pd.DataFrame | None,
                 evaluation: Evaluation | None) -> Table | None:
     """Paper 004 Table 5 style: rows = parameters, columns = γ* of this study and the evaluated presets."""
-    from spaces.design_space import design_space
+    from metaopt.spaces.design_space import design_space
 
     columns: dict[str, list[dict[str, Any]]] = {}
     name = study.get("name", "study")
@@ -359,7 +359,7 @@ def _surrogate_scores(archive: pd.DataFrame, configs: pd.DataFrame, space) -> pd
 
 def meta_section(study: dict[str, Any], output: Path, evaluation: Evaluation | None) -> Section | None:
     """γ* (Table 5 style) and the beeswarm of the meta-archive's top configurations (Fig. 1)."""
-    from spaces.design_space import design_space
+    from metaopt.spaces.design_space import design_space
 
     archive_path, star_path = output / "meta" / "archive.csv", output / "meta" / "gamma_star.json"
     archive = pd.read_csv(archive_path) if archive_path.exists() else None
@@ -670,7 +670,7 @@ def render_html(title: str, sections: list[Section]) -> str:
 
 
 def render_markdown(title: str, sections: list[Section]) -> str:
-    from metaopt.evaluation import markdown_table
+    from metaopt.analysis.markdown import markdown_table
 
     lines = [f"# {title}", ""]
     for section in sections:
@@ -719,10 +719,10 @@ def build_sections(output: Path, alpha: float = 0.05, budgets: list[str] | None 
 def write_report(output: Path, alpha: float = 0.05, budgets: list[str] | None = None) -> Path:
     """Build the report and replace ``output/report`` with it atomically; returns that folder.
 
-    The study's answer (``answer.md``, :mod:`analysis.answer`) is regenerated from the stored
+    The study's answer (``answer.md``, :mod:`metaopt.analysis.answer`) is regenerated from the stored
     results first, so the report never shows a stale one.
     """
-    from analysis.answer import write_answer
+    from metaopt.analysis.answer import write_answer
 
     write_answer(Path(output), alpha)
     title, sections = build_sections(Path(output), alpha, budgets)

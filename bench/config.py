@@ -2,7 +2,7 @@
 
 :data:`FULL` is the default (about 20 minutes on 2 cores, most of it in the SMAC peers);
 :data:`QUICK` is a minutes-sized version for CI and tests. Optimizer lists name presets of
-:mod:`spaces.presets`; a name that is not (yet) a preset is skipped, and the output says so.
+:mod:`metaopt.spaces.presets`; a name that is not (yet) a preset is skipped, and the output says so.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from metaopt.benchmarks import get_benchmark
 from metaopt.budget import Budget
 from metaopt.loop import run
 from metaopt.references import get_reference
-from spaces.presets import get_preset
+from metaopt.spaces.presets import get_preset
 
 OPTIMIZERS = ("hb", "cahb", "sh", "cash")
 PAIRS = (("cahb", "hb"), ("cash", "sh"))

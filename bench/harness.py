@@ -4,12 +4,12 @@ Sections (each measures against a reference taken in this same process, so ratio
 noisy machine):
 
 - ``overhead``: wall time per run of each optimizer vs. the *limit*, the time the same
-  evaluations take in one batched benchmark call (:mod:`bench.overhead`);
+  evaluations take in one batched benchmark call (:mod:`metaopt.bench.overhead`);
 - ``peers``: SMAC, Optuna and FLAML next to the presets they correspond to, on the same
   instances, seeds and budget: wall time and final normalized regret;
 - ``meta``: inner runs per second of a meta-optimization shaped like the study file of the
   configuration (SMAC over the training instances), with 1 and 2 Dask workers, and the projected
-  wall time of the whole study (:mod:`bench.meta_throughput`);
+  wall time of the whole study (:mod:`metaopt.bench.meta_throughput`);
 - ``scaling``: wall time per run vs. budget, with the growth exponent between budgets.
 
 A run (benchmark, instance, optimizer, seed, budget) is measured once per invocation and shared by
@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from bench.config import FULL, QUICK, BenchConfig
-from bench.machine import machine_info
-from bench.overhead import measure
+from metaopt.bench.config import FULL, QUICK, BenchConfig
+from metaopt.bench.machine import machine_info
+from metaopt.bench.overhead import measure
 from metaopt.benchmarks import get_benchmark
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
@@ -66,8 +66,8 @@ class Session:
         return get_benchmark(benchmark, self.yahpo_data).instances_of("test")[: self.config.instances]
 
     def run(self, kind: str, name: str, benchmark: str, instance: str, seed: int, budget: str) -> dict[str, Any]:
-        """The measurement (:func:`bench.overhead.measure`) of our preset (``kind`` "ours") or a peer ("peer")."""
-        from spaces.presets import get_preset
+        """The measurement (:func:`metaopt.bench.overhead.measure`) of our preset (``kind`` "ours") or a peer ("peer")."""
+        from metaopt.spaces.presets import get_preset
 
         key = (kind, name, benchmark, instance, seed, budget)
         if key not in self._runs:
@@ -89,7 +89,7 @@ class Session:
 
 def _split_available(presets: tuple[str, ...]) -> tuple[list[str], list[dict[str, str]]]:
     """(presets that exist, skipped entries with the reason) for a configured list."""
-    from spaces.presets import PRESETS
+    from metaopt.spaces.presets import PRESETS
 
     present = [p for p in presets if p in PRESETS]
     skipped = [{"optimizer": p, "reason": "not a preset (yet)"} for p in presets if p not in PRESETS]
@@ -193,7 +193,7 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
     ``seeds``, ``instances`` and ``benchmarks`` (comma-separated names) override the configuration
     (:data:`bench.config.QUICK` with ``quick``, else :data:`bench.config.FULL`).
     """
-    from bench.report import markdown
+    from metaopt.bench.report import markdown
 
     chosen = parse_sections(sections)
     if seeds is not None and seeds < 1:
@@ -218,7 +218,7 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
         elif section == "peers":
             data = peers_section(session)
         elif section == "meta":
-            from bench.meta_throughput import meta_section
+            from metaopt.bench.meta_throughput import meta_section
 
             data = meta_section(config, yahpo_data)
         else:
@@ -235,7 +235,7 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
 
 def report_only(out: Path, md: Path) -> None:
     """Regenerate the Markdown report from an existing JSON result."""
-    from bench.report import markdown
+    from metaopt.bench.report import markdown
 
     results = read_json_file(out, "--report-only (run `metaopt bench` first to write it)")
     atomic_write_text(md, markdown(results))

@@ -20,8 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from bench.config import BenchConfig
-from bench.machine import REPO
+from metaopt.bench.config import BenchConfig
+from metaopt.bench.machine import REPO
 
 
 def warm_up(benchmark: str, yahpo_data: str | None, instance: str) -> None:
@@ -29,7 +29,7 @@ def warm_up(benchmark: str, yahpo_data: str | None, instance: str) -> None:
     as the harness's own process has paid them before its serial measurement."""
     from metaopt.benchmarks import get_benchmark
     from metaopt.loop import run
-    from spaces.presets import get_preset
+    from metaopt.spaces.presets import get_preset
 
     problem = get_benchmark(benchmark, yahpo_data).problem(instance)
     run(get_preset("smashy_lcbench_hb").config(problem.fidelity), problem, 0, "1d")
@@ -38,9 +38,10 @@ def warm_up(benchmark: str, yahpo_data: str | None, instance: str) -> None:
 def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
     from metaopt.executor import make_executor
     from metaopt.meta import MetaSetup, optimize
-    from metaopt.study import StudyContext, load_study
-    from spaces.design_space import design_space
-    from spaces.restrictions import get_restriction
+    from metaopt.study import StudyContext
+    from metaopt.study_spec import load_study
+    from metaopt.spaces.design_space import design_space
+    from metaopt.spaces.restrictions import get_restriction
 
     study = load_study(REPO / config.meta_study)
     ctx = StudyContext(study, yahpo_data)

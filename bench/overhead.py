@@ -19,9 +19,10 @@ import pandas as pd
 
 from metaopt.benchmarks import get_benchmark
 from metaopt.benchmarks.base import Problem
-from metaopt.loop import RunResult, run
+from metaopt.loop import run
+from metaopt.run_io import RunResult
 from metaopt.trace import REGRET_COLUMNS, TRACE_COLUMNS
-from spaces.presets import get_preset
+from metaopt.spaces.presets import get_preset
 
 LIMIT_REPEATS = 3
 

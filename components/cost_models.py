@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from components.surrogates import GaussianProcess, RandomForest, Surrogate, Prediction
+from metaopt.components.surrogates import GaussianProcess, RandomForest, Surrogate, Prediction
 from metaopt.registry import register
 
 MIN_COST = 1e-9

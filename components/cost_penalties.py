@@ -33,7 +33,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 from ConfigSpace import Float
 
-from components.cost_models import MIN_COST
+from metaopt.components.cost_models import MIN_COST
 from metaopt.registry import register
 
 

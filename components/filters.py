@@ -27,11 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 from ConfigSpace import Categorical, Float, Integer
 
-from components.acquisition import Acquisition, expected_improvement, has_uncertainty
-from components.cost_models import CostModel
-from components.cost_penalties import CostPenalty, NoPenalty
-from components.samplers import Sampler
-from components.surrogates import Surrogate
+from metaopt.components.acquisition import Acquisition, expected_improvement, has_uncertainty
+from metaopt.components.cost_models import CostModel
+from metaopt.components.cost_penalties import CostPenalty, NoPenalty
+from metaopt.components.samplers import Sampler
+from metaopt.components.surrogates import Surrogate
 from metaopt.context import ProposalContext
 from metaopt.features import FeatureEncoder
 from metaopt.registry import register
@@ -70,7 +70,7 @@ class Scorer:
 
     With a cost penalty other than ``none`` (acquisition EI), the cost model is fitted on the
     archive's costs too, predicts the candidates' costs at the fidelity the surrogate predicts at,
-    and the penalty turns (EI, cost, t) into the scores (:mod:`components.cost_penalties`).
+    and the penalty turns (EI, cost, t) into the scores (:mod:`metaopt.components.cost_penalties`).
     """
 
     surrogate: Surrogate

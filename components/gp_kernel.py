@@ -9,7 +9,7 @@ order, block of rows by block of rows straight into the output array, so the tem
 small. Everything else (values without gradient, prediction, hyperparameter handling, cloning)
 is scikit-learn's ``Sum``. tests/test_exact_speedups.py checks the result against scikit-learn.
 
-Imported by :class:`components.surrogates.GaussianProcess` when it is first fitted (importing
+Imported by :class:`metaopt.components.surrogates.GaussianProcess` when it is first fitted (importing
 scikit-learn is slow and most runs use no GP).
 """
 

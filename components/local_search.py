@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 from ConfigSpace import Float
 
-from components.proposals import Proposal
+from metaopt.components.proposals import Proposal
 from metaopt.context import ProposalContext
 from metaopt.registry import register
 from metaopt.space_codec import SpaceCodec

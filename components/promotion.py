@@ -41,7 +41,7 @@ from typing import Callable
 
 import numpy as np
 
-from components.fidelity_schedules import cost_prefix
+from metaopt.components.fidelity_schedules import cost_prefix
 from metaopt.registry import register
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from components.filters import Filter, NoFilter, Scorer
-from components.samplers import Sampler, UniformSampler
+from metaopt.components.filters import Filter, NoFilter, Scorer
+from metaopt.components.samplers import Sampler, UniformSampler
 from metaopt.context import ProposalContext
 from metaopt.registry import register
 

@@ -5,7 +5,7 @@ rule's name to stop the run, None to go on. ``statistic`` is what the rule last 
 threshold; the loop records it per batch in the trace (``stop_statistic``). Rules never crash a
 run: with too little data, or when their model cannot be fitted, they do not stop (statistic NaN).
 
-The model-based rules (paper 002) fit their own GP (:class:`components.surrogates.GaussianProcess`,
+The model-based rules (paper 002) fit their own GP (:class:`metaopt.components.surrogates.GaussianProcess`,
 warm-started across checks) on the archive's features (:class:`metaopt.features.FeatureEncoder`):
 the full-fidelity evaluations when there are at least two, else all evaluations, the fidelity
 being a feature; candidates are predicted at full fidelity. They never stop before ``WARMUP``
@@ -23,8 +23,8 @@ from typing import Callable
 import numpy as np
 from ConfigSpace import Float, Integer
 
-from components.acquisition import expected_improvement, probability_of_improvement
-from components.surrogates import GaussianProcess
+from metaopt.components.acquisition import expected_improvement, probability_of_improvement
+from metaopt.components.surrogates import GaussianProcess
 from metaopt.context import RunState
 from metaopt.features import FeatureEncoder
 from metaopt.registry import register

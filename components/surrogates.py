@@ -285,7 +285,7 @@ class RandomForest(Surrogate):
 @register("surrogates", "gp", description="Gaussian process (Matern 5/2 ARD + noise) with mean and std")
 class GaussianProcess(Surrogate):
     """scikit-learn GP: Constant × Matern(ν = 5/2, one length scale per feature) + White noise
-    (:class:`components.gp_kernel.GPKernel`: scikit-learn's kernel with a faster, identical gradient).
+    (:class:`metaopt.components.gp_kernel.GPKernel`: scikit-learn's kernel with a faster, identical gradient).
 
     ``normalize_y`` standardizes the losses, so the kernel bounds are on a unit scale. Hyperparameters
     by maximum likelihood from one start (no restarts, for speed): the previous fit's kernel when this
@@ -307,7 +307,7 @@ class GaussianProcess(Surrogate):
         from sklearn.exceptions import ConvergenceWarning
         from sklearn.gaussian_process import GaussianProcessRegressor
 
-        from components.gp_kernel import GPKernel
+        from metaopt.components.gp_kernel import GPKernel
 
         if len(y) > self.max_points:
             order = np.argsort(y, kind="stable")

@@ -37,13 +37,13 @@ import pandas as pd
 from ConfigSpace import ConfigurationSpace
 from ConfigSpace.util import deactivate_inactive_hyperparameters
 
+from metaopt.ablation_estimators import EvaluatedEstimator, Gamma, SurrogateEstimator
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.executor import Executor
 from metaopt.run_io import jsonable
 from metaopt.store_utils import atomic_write_text, read_json_file
 
-Gamma = dict[str, Any]
 Estimate = Callable[[list[Gamma]], list[tuple[float, float]]]
 ESTIMATORS = ("evaluated", "surrogate")
 VARIANTS = ("path", "ofat", "loco")
@@ -55,7 +55,7 @@ INACTIVE = "inactive"
 # -- configurations -----------------------------------------------------------------------------
 
 def _space(space: ConfigurationSpace | None) -> ConfigurationSpace:
-    from spaces.design_space import design_space
+    from metaopt.spaces.design_space import design_space
 
     return space if space is not None else design_space()
 
@@ -87,7 +87,7 @@ def settle(assigned: Mapping[str, Any], fallback: Mapping[str, Any], space: Conf
     """The configuration with the ``assigned`` values where active; parameters that are active but not
     assigned take ``fallback``'s value, else their default; inactive ones are dropped. None when the
     result is forbidden or invalid."""
-    from spaces.design_space import validate
+    from metaopt.spaces.design_space import validate
 
     space = _space(space)
     values = {hp.name: hp.default_value for hp in space.values()}
@@ -198,7 +198,7 @@ def components_of(space: ConfigurationSpace | None = None) -> dict[str, list[str
     """Components as named groups of parameters: ``loop`` (μ) and each category (selector + its
     components' hyperparameters), restricted to the space's parameters."""
     from metaopt.registry import CATEGORIES, components
-    from spaces.design_space import LOOP_HYPERPARAMETERS
+    from metaopt.spaces.design_space import LOOP_HYPERPARAMETERS
 
     space = _space(space)
     groups = {"loop": [hp.name for hp in LOOP_HYPERPARAMETERS]}
@@ -331,8 +331,8 @@ def resolve_endpoint(text: str, field_name: str, fidelity: Any, study_output: Pa
     Called before any work (``metaopt ablate``, and when a study is loaded); every problem is a
     UsageError starting with ``field_name``.
     """
-    from spaces.design_space import validate
-    from spaces.presets import PRESETS, get_preset
+    from metaopt.spaces.design_space import validate
+    from metaopt.spaces.presets import PRESETS, get_preset
 
     if text == "gamma_star":
         path = study_output / "meta" / "gamma_star.json" if study_output else None
@@ -378,7 +378,6 @@ def run_ablation(spec: AblationSpec, output: Path, executor: Executor | None = N
     ``executor`` (a ``metaopt.executor.Executor``, serial when None) runs the ``evaluated`` estimator's
     runs. Finished runs are reused, so rerunning (also with more variants or seeds) resumes.
     """
-    from metaopt.ablation_estimators import EvaluatedEstimator, SurrogateEstimator
 
     check_choices("estimator", [spec.estimator], ESTIMATORS)
     check_choices("variant", spec.variants, VARIANTS)
@@ -432,8 +431,8 @@ EXPLAIN = {
 
 def _write_variant(folder: Path, variant: str, table: pd.DataFrame, spec: AblationSpec, details: dict[str, Any]
                    ) -> None:
-    from analysis.ablation_plots import plot_ablation
-    from metaopt.evaluation import markdown_table
+    from metaopt.analysis.ablation_plots import plot_ablation
+    from metaopt.analysis.markdown import markdown_table
 
     atomic_write_text(folder / f"{variant}.csv", table.to_csv(index=False))
     caption = _caption(spec, details)

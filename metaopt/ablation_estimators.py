@@ -37,13 +37,16 @@ from ConfigSpace import ConfigurationSpace
 from ConfigSpace.hyperparameters import CategoricalHyperparameter, NumericalHyperparameter, OrdinalHyperparameter
 from tqdm import tqdm
 
-from metaopt.ablation import Gamma
 from metaopt.budget import Budget
 from metaopt.executor import Executor
-from metaopt.meta import CRASH_OBJECTIVE, gamma_hash, meta_objective
+from metaopt.meta import meta_objective
+from metaopt.meta_archive import CRASH_OBJECTIVE, gamma_hash
 from metaopt.run_io import jsonable
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
+
+Gamma = dict[str, Any]
+"""A design-space configuration (γ) as a dict."""
 
 RACE_ALPHA = 0.05
 RECORD_FIELDS = {"hash", "instance", "seed", "status", "regret"}
@@ -158,7 +161,7 @@ class SurrogateEstimator:
                  seed: int = 0) -> None:
         from sklearn.ensemble import RandomForestRegressor
 
-        from spaces.design_space import design_space, validate
+        from metaopt.spaces.design_space import design_space, validate
 
         self.space = space if space is not None else design_space()
         self.hps = [hp for hp in self.space.values()

@@ -72,8 +72,8 @@ def _load_config_file(path: str) -> dict[str, Any]:
 
 
 def _resolve_optimizer(args: argparse.Namespace, fidelity: Any) -> tuple[str, dict[str, Any]]:
-    from spaces.design_space import validate
-    from spaces.presets import get_preset
+    from metaopt.spaces.design_space import validate
+    from metaopt.spaces.presets import get_preset
 
     if args.config and args.optimizer:
         raise UsageError("give either --optimizer NAME or --config FILE, not both")
@@ -92,7 +92,7 @@ def _resolve_optimizer(args: argparse.Namespace, fidelity: Any) -> tuple[str, di
 
 def cmd_components(args: argparse.Namespace) -> None:
     from metaopt.registry import CATEGORIES, components
-    from spaces.design_space import describe_hyperparameter
+    from metaopt.spaces.design_space import describe_hyperparameter
 
     for cat in CATEGORIES.values():
         comps = components(cat.name)
@@ -251,7 +251,8 @@ STAGES = {"study run": ["optimize", "evaluate", "ablate", "importance", "report"
 
 
 def cmd_stages(args: argparse.Namespace) -> None:
-    from metaopt.study import load_study, run_stages
+    from metaopt.study import run_stages
+    from metaopt.study_spec import load_study
 
     study = load_study(Path(args.study))
     run_stages(study, STAGES[args.stage_name], yahpo_data=args.yahpo_data, quiet=args.quiet,
@@ -380,7 +381,7 @@ def _add_bench_parser(sub: Any) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
-    from bench.harness import report_only, run_bench
+    from metaopt.bench.harness import report_only, run_bench
 
     for flag, path in (("--out", args.out), ("--md", args.md)):
         if not (args.report_only and flag == "--out"):  # --report-only reads --out
@@ -407,7 +408,7 @@ def _add_report_parser(sub: Any) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from analysis.report import write_report
+    from metaopt.analysis.report import write_report
 
     from metaopt.store_utils import output_lock
 
@@ -436,7 +437,7 @@ def _add_importance_parser(sub: Any) -> None:
 
 
 def cmd_importance(args: argparse.Namespace) -> None:
-    from analysis.importance import importance_for_study
+    from metaopt.analysis.importance import importance_for_study
 
     from metaopt.store_utils import output_lock
 
@@ -501,7 +502,7 @@ def cmd_ablate(args: argparse.Namespace) -> None:
     from metaopt.budget import Budget
     from metaopt.executor import make_executor
     from metaopt.store_utils import output_lock
-    from metaopt.study import load_study
+    from metaopt.study_spec import load_study
 
     check_writable(args.out, "--out", folder=True)
     check_choices("--estimator", [args.estimator], ESTIMATORS)
@@ -557,14 +558,14 @@ def cmd_ablate(args: argparse.Namespace) -> None:
 
 
 def cmd_presets(args: argparse.Namespace) -> None:
-    from spaces.presets import PRESETS
+    from metaopt.spaces.presets import PRESETS
 
     if getattr(args, "name", None) is None:
         _print_table(pd.DataFrame([{"preset": p.name, "description": p.description, "reference": p.reference}
                                    for p in PRESETS.values()]))
         return
     from metaopt.benchmarks import get_benchmark
-    from spaces.presets import get_preset
+    from metaopt.spaces.presets import get_preset
 
     preset = get_preset(args.name)
     bench = get_benchmark(args.benchmark, args.yahpo_data)
@@ -573,14 +574,14 @@ def cmd_presets(args: argparse.Namespace) -> None:
 
 
 def _space(restrict: str | None):
-    from spaces.design_space import design_space
-    from spaces.restrictions import get_restriction
+    from metaopt.spaces.design_space import design_space
+    from metaopt.spaces.restrictions import get_restriction
 
     return design_space() if restrict is None else get_restriction(restrict).space()
 
 
 def cmd_space_show(args: argparse.Namespace) -> None:
-    from spaces.design_space import describe_hyperparameter
+    from metaopt.spaces.design_space import describe_hyperparameter
 
     space = _space(args.restrict)
     parents = {c.child.name: c for c in space.conditions}

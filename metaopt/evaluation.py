@@ -22,17 +22,21 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any, Collection, Mapping
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from metaopt.benchmarks.base import Benchmark
+from metaopt.analysis.markdown import markdown_table
+from metaopt.analysis.termination import rtc, ryc
+from metaopt.benchmarks.base import Benchmark, Problem
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.executor import Executor
+from metaopt.loop import run as run_loop
 from metaopt.references import Reference
+from metaopt.spaces.design_space import without_stopping
 from metaopt.run_io import UNFINISHED, check_run, read_run, write_run
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
@@ -112,7 +116,7 @@ def resolve_optimizers(names: list[Any], bench: Benchmark, gamma_stars: dict[str
 def _resolve_one(k: int, name: Any, bench: Benchmark, field: str, peer_status: bool) -> OptimizerEntry:
     """Entry ``k`` of an optimizer list (not a γ*): a variant, a preset or a peer; UsageError naming
     ``field[k]``. With ``peer_status``, a peer whose library is missing is marked skipped."""
-    from spaces.presets import PRESETS, get_preset
+    from metaopt.spaces.presets import PRESETS, get_preset
 
     if not isinstance(name, str):
         try:
@@ -134,7 +138,7 @@ def _resolve_one(k: int, name: Any, bench: Benchmark, field: str, peer_status: b
 
 def _override(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     """A complete configuration with ``changes`` applied; parameters that become inactive are dropped."""
-    from spaces.design_space import validate
+    from metaopt.spaces.design_space import validate
 
     merged = validate({**config, **changes}, drop_inactive=True)
     inactive = [name for name in changes if name not in merged]
@@ -162,7 +166,7 @@ def evaluate(output: Path, bench: Benchmark, entries: list[OptimizerEntry], inst
     ``stopping: budget``, reused when the study already evaluates that configuration), and
     ``termination.csv`` gives RYC and RTC (paper 002) of the stopped runs against their twins.
     With a ``cost_reference`` optimizer, ``cost.csv`` compares everyone at its per-instance cost
-    (:mod:`analysis.cost`).
+    (:mod:`metaopt.analysis.cost`).
     """
     twins = termination_twins(entries)
     for twin in twins.values():
@@ -242,7 +246,7 @@ def _runs_to_do(output: Path, specs: list[RunSpec]) -> list[RunSpec]:
 
 def write_cost_table(folder: Path, results: list[tuple[dict, Any]], reference: str, caption: str) -> pd.DataFrame:
     """cost.csv/.md: regret at the reference's equal cost budget and cost to reach its median final loss."""
-    from analysis.cost import cost_comparison, cost_table
+    from metaopt.analysis.cost import cost_comparison, cost_table
 
     per_run = cost_comparison([(keys, res.trace, res.summary) for keys, res in results], reference)
     if per_run.empty:
@@ -271,8 +275,7 @@ def write_cost_table(folder: Path, results: list[tuple[dict, Any]], reference: s
 
 def termination_twins(entries: list[OptimizerEntry]) -> dict[str, OptimizerEntry]:
     """For each optimizer with a stopping rule, the entry of the same γ run to the full budget."""
-    from analysis.termination import without_stopping
-    from spaces.design_space import validate
+    from metaopt.spaces.design_space import validate
 
     twins: dict[str, OptimizerEntry] = {}
     for entry in entries:
@@ -287,8 +290,7 @@ def termination_twins(entries: list[OptimizerEntry]) -> dict[str, OptimizerEntry
 def write_termination_table(folder: Path, results: list[tuple[dict, Any]], twin_of: dict[str, str],
                             caption: str) -> pd.DataFrame:
     """termination.csv/.md: per stopped optimizer, mean ± s.e. over instances of RYC, RTC and more."""
-    from analysis.anytime import mean_se_over_instances
-    from analysis.termination import ryc, rtc
+    from metaopt.analysis.anytime import mean_se_over_instances
 
     by_key = {(k["optimizer"], k["instance"], k["seed"]): res for k, res in results}
     rows = []
@@ -334,8 +336,8 @@ def write_tables(folder: Path, results: list[tuple[dict, Any]], budget: Budget, 
     time per run (for printing). ``failed`` names runs that failed ("hb on 3 seed 2"): table.md says they
     are missing, and its ``runs`` column counts only the finished ones.
     """
-    from analysis.anytime import anytime_table, budget_grid, mean_se_over_instances, regret_at
-    from analysis.plots import plot_anytime
+    from metaopt.analysis.anytime import anytime_table, budget_grid, mean_se_over_instances, regret_at
+    from metaopt.analysis.plots import plot_anytime
 
     unit_column = "budget_used" if budget.unit == "full_evals" else "cost_used"
     rows = []
@@ -385,10 +387,31 @@ def write_tables(folder: Path, results: list[tuple[dict, Any]], budget: Budget, 
     return table[shown].merge(walls[["wall_time_per_run_s"]].reset_index(), on="optimizer")
 
 
-def markdown_table(df: pd.DataFrame) -> str:
-    def fmt(v: object) -> str:
-        return f"{v:.3g}" if isinstance(v, (float, np.floating)) else str(v)
+def termination_metrics(config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget | str,
+                        reference: Any = None) -> dict[str, Any]:
+    """Run γ = ``config`` with its stopping rule and without it; RYC, RTC and where the run stopped.
 
-    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)
+    When the rule never fired (stop reason ``budget``), the stopped run is the full run and is not
+    repeated. ``stopped_at_budget`` / ``stopped_at_cost``: budget (full evaluations) and cost spent
+    when the run stopped; ``rtc_budget``: RTC measured in budget instead of cost.
+    """
+    stopped = run_loop(config, problem, seed, budget, reference=reference)
+    full = stopped if stopped.summary["stop_reason"] == "budget" else run_loop(
+        without_stopping(config), problem, seed, budget, reference=reference)
+    s, f = stopped.summary, full.summary
+    return {
+        "ryc": ryc(stopped.trace, full.trace),
+        "rtc": rtc(stopped.trace, full.trace),
+        "rtc_budget": rtc(stopped.trace, full.trace, column="budget_used"),
+        "stop_reason": s["stop_reason"],
+        "stopped_at_budget": s["budget_used"],
+        "stopped_at_cost": s["cost_used"],
+        "full_budget_used": f["budget_used"],
+        "full_cost_used": f["cost_used"],
+        "n_evals_stopped": s["n_evals"],
+        "n_evals_full": f["n_evals"],
+        "final_loss_stopped": s["final_loss"],
+        "final_loss_full": f["final_loss"],
+        "normalized_regret_stopped": s["normalized_regret"],
+        "normalized_regret_full": f["normalized_regret"],
+    }

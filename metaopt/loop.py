@@ -11,8 +11,8 @@ Within a batch, survivors come first (best first), then new configurations.
 
 Stage sizes are decided as the run goes: a bracket's first stage has the plan's ``n_total`` new
 configurations, or, for a bracket filled by cost (CAHB, ``BracketPlan.resize``), as many as the
-fill rule of :mod:`components.fidelity_schedules` draws. The promotion rule chooses the survivors of
-each later stage (``top``: the plan's count; ``cost_aware``: by cost, :mod:`components.promotion`).
+fill rule of :mod:`metaopt.components.fidelity_schedules` draws. The promotion rule chooses the survivors of
+each later stage (``top``: the plan's count; ``cost_aware``: by cost, :mod:`metaopt.components.promotion`).
 Survivors are topped up with new configurations only in ``equal`` brackets (``refill``); elsewhere a
 stage holds survivors only, and a lone survivor, which no later stage could discard, goes straight
 to the bracket's last stage. Whatever the sizes, the budget accounting above applies to each batch.
@@ -30,14 +30,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
-import pandas as pd
 
-from components.cost_models import CostModel, loglinear
-from components.filters import Scorer
-from components.fidelity_schedules import BracketPlan, FidelitySchedule, Stage, fill_by_cost
-from components.promotion import PromotionRule, Rung
-from components.proposals import Proposal, SampleAndFilter
-from components.stopping import BUDGET_TOLERANCE, BudgetRule, StoppingRule
+from metaopt.run_io import RunResult
+from metaopt.components.cost_models import CostModel, loglinear
+from metaopt.components.filters import Scorer
+from metaopt.components.fidelity_schedules import BracketPlan, FidelitySchedule, Stage, fill_by_cost
+from metaopt.components.promotion import PromotionRule, Rung
+from metaopt.components.proposals import Proposal, SampleAndFilter
+from metaopt.components.stopping import BUDGET_TOLERANCE, BudgetRule, StoppingRule
 from metaopt.archive import Archive
 from metaopt.benchmarks.base import Problem
 from metaopt.budget import Budget
@@ -47,17 +47,9 @@ from metaopt.features import FeatureEncoder
 from metaopt.registry import select
 from metaopt.space_codec import SpaceCodec
 from metaopt.trace import build_trace, summarize
-from spaces.design_space import validate
+from metaopt.spaces.design_space import validate
 
 ProgressFn = Callable[[float], None]
-
-
-@dataclass
-class RunResult:
-    """The outcome of one run: its trace (one row per evaluation) and its summary."""
-
-    trace: pd.DataFrame
-    summary: dict[str, Any]
 
 
 @dataclass
@@ -135,7 +127,7 @@ class _Run:
     def _fill_by_cost(self, m: int, fidelity: float) -> np.ndarray:
         """IDs of new configurations whose estimated cost at ``fidelity`` fills that of ``m`` of average cost.
 
-        CAHB's first stage (:func:`components.fidelity_schedules.fill_by_cost`); the average is the cost
+        CAHB's first stage (:func:`metaopt.components.fidelity_schedules.fill_by_cost`); the average is the cost
         model's mean prediction over the configurations evaluated so far.
         """
         if len(self.state.archive) == 0:  # no cost observed yet: the count rule

@@ -42,7 +42,6 @@ failed, no archive and no γ* are written and the stage ends with a one-line err
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -58,23 +57,15 @@ from tqdm import tqdm
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.executor import Executor
+from metaopt.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, meta_archive
 from metaopt.references import Reference
 from metaopt.run_io import jsonable
 from metaopt.smac_utils import reproducible_model_and_maximizer
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
 
-CRASH_OBJECTIVE = 10.0
-"""Meta-objective of an inner run that raised (normalized regret of a run is ~1 for a median random config)."""
-OBJECTIVES = ("regret", "regret_at", "auc")
-
 Key = tuple[str, str, int]
 """A trial's identity in the store: (γ hash, instance, seed)."""
-
-
-def gamma_hash(gamma: dict[str, Any]) -> str:
-    """A short stable identifier of a configuration γ."""
-    return hashlib.sha1(json.dumps(gamma, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def meta_objective(kind: str, trace: pd.DataFrame, budget: Budget, fractions: list[float]) -> float:
@@ -85,7 +76,7 @@ def meta_objective(kind: str, trace: pd.DataFrame, budget: Budget, fractions: li
     - ``auc``: mean normalized regret over 50 log-spaced budgets from the first evaluation to B
       (the area under the anytime curve on a log budget axis).
     """
-    from analysis.anytime import budget_grid, regret_at
+    from metaopt.analysis.anytime import budget_grid, regret_at
 
     if len(trace) == 0:
         return CRASH_OBJECTIVE
@@ -115,8 +106,8 @@ class MetaSetup:
 
 def complete_gamma(setup: MetaSetup, config: dict[str, Any]) -> dict[str, Any]:
     """The full design-space configuration γ of a SMAC configuration (completed by the restriction, if any)."""
-    from spaces.design_space import validate
-    from spaces.restrictions import get_restriction
+    from metaopt.spaces.design_space import validate
+    from metaopt.spaces.restrictions import get_restriction
 
     return get_restriction(setup.restriction).complete(config) if setup.restriction else validate(config)
 
@@ -327,41 +318,3 @@ def _trial_row(meta_seed: int, trial: int, record: dict[str, Any], cached: bool)
     return {"meta_seed": meta_seed, "trial": trial, "hash": record["hash"], "instance": record["instance"],
             "seed": record["seed"], "objective": record["objective"], "status": record["status"], "cached": cached,
             "gamma": record["gamma"], "summary": record.get("summary", {}), "traceback": record.get("traceback")}
-
-
-def meta_archive(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per trial: meta-seed, trial, γ (one column per parameter), instance, seed, objective, summary.
-
-    Only what a run computes: no wall times and no record of which runs came from the store, so the
-    archive of a study does not depend on workers, timing or interruptions.
-    """
-    table = []
-    for r in rows:
-        row = {k: r[k] for k in ("meta_seed", "trial", "hash", "instance", "seed", "objective", "status")}
-        row.update({f"gamma.{k}": v for k, v in r["gamma"].items()})
-        row.update({f"inner.{k}": v for k, v in r.get("summary", {}).items()
-                    if k in ("final_loss", "normalized_regret", "budget_used", "cost_used", "n_evals",
-                             "stop_reason")})
-        row["error"] = (r.get("traceback") or "").strip().splitlines()[-1] if r.get("traceback") else ""
-        table.append(row)
-    return pd.DataFrame(table)
-
-
-def choose_gamma_star(archive: pd.DataFrame, instances: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """γ* by the pooled rule of the module docstring."""
-    if archive.empty:
-        raise UsageError("meta-optimization produced no trials")
-    per_instance = archive.groupby(["hash", "instance"], sort=False)["objective"].mean().reset_index()
-    per_config = per_instance.groupby("hash", sort=False).agg(mean=("objective", "mean"),
-                                                              n_instances=("instance", "nunique")).reset_index()
-    complete = per_config[per_config["n_instances"] == len(instances)]
-    pool = complete if len(complete) else per_config[per_config["n_instances"] == per_config["n_instances"].max()]
-    best = pool.loc[pool["mean"].idxmin()]
-    gamma = next(r["gamma"] for r in rows if r["hash"] == best["hash"])
-    first = archive[archive["hash"] == best["hash"]].iloc[0]
-    return {"config": gamma, "hash": best["hash"], "mean_objective": float(best["mean"]),
-            "n_instances": int(best["n_instances"]), "all_instances": bool(len(complete)),
-            "found_by_meta_seed": int(first["meta_seed"]), "found_at_trial": int(first["trial"]),
-            "n_configurations": int(len(per_config)), "n_trials": int(len(archive)),
-            "rule": "lowest mean objective (seeds averaged per instance, then instances) among configurations "
-                    "evaluated on all training instances, pooled over meta-seeds"}

@@ -52,13 +52,14 @@ from ConfigSpace.hyperparameters import (
     UniformIntegerHyperparameter,
 )
 
-from components.stopping import BUDGET_TOLERANCE
+from metaopt.components.stopping import BUDGET_TOLERANCE
 from metaopt.archive import Archive
 from metaopt.benchmarks.base import Problem
 from metaopt.smac_utils import reproducible_model_and_maximizer
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
-from metaopt.loop import ProgressFn, RunResult
+from metaopt.loop import ProgressFn
+from metaopt.run_io import RunResult
 from metaopt.space_codec import SpaceCodec
 from metaopt.trace import build_trace, summarize
 

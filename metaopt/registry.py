@@ -95,17 +95,17 @@ _REGISTRY: dict[tuple[str, str], Component] = {}
 
 # Modules whose import registers components. Appending a module here adds its components.
 COMPONENT_MODULES = (
-    "components.fidelity_schedules",
-    "components.proposals",
-    "components.local_search",
-    "components.samplers",
-    "components.surrogates",
-    "components.acquisition",
-    "components.cost_penalties",
-    "components.cost_models",
-    "components.filters",
-    "components.promotion",
-    "components.stopping",
+    "metaopt.components.fidelity_schedules",
+    "metaopt.components.proposals",
+    "metaopt.components.local_search",
+    "metaopt.components.samplers",
+    "metaopt.components.surrogates",
+    "metaopt.components.acquisition",
+    "metaopt.components.cost_penalties",
+    "metaopt.components.cost_models",
+    "metaopt.components.filters",
+    "metaopt.components.promotion",
+    "metaopt.components.stopping",
 )
 
 

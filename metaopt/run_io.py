@@ -11,18 +11,26 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from metaopt.loop import RunResult
 from metaopt.store_utils import atomic_write_text, file_digest
 
 TRACE_DIGEST = "trace_sha256"
 """summary.json field: SHA-256 of trace.csv's bytes (not part of the RunResult summary read back)."""
 UNFINISHED = "unfinished"
 """What :func:`check_run` says of a folder without summary.json: the run never finished (not damage)."""
+
+
+@dataclass
+class RunResult:
+    """The outcome of one run: its trace (one row per evaluation) and its summary."""
+
+    trace: pd.DataFrame
+    summary: dict[str, Any]
 
 
 class DamagedRun(ValueError):

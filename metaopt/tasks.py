@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metaopt.budget import Budget
-from metaopt.loop import RunResult
+from metaopt.run_io import RunResult
 from metaopt.references import Reference
 
 

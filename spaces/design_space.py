@@ -35,7 +35,7 @@ from ConfigSpace.hyperparameters import (
 from ConfigSpace.util import deactivate_inactive_hyperparameters
 
 from metaopt.errors import UsageError
-from metaopt.registry import CATEGORIES, components
+from metaopt.registry import CATEGORIES, components, get_component
 
 # μ(1): the batch size (first-bracket size for hb). Paper Table 4: {2..200} on a log scale; we
 # start at 1 so that sequential single-fidelity algorithms (RS, BO) are points of the space.
@@ -195,3 +195,11 @@ def validate(config: Mapping[str, Any], space: ConfigurationSpace | None = None,
 def as_configuration(config: Mapping[str, Any]) -> Configuration:
     """A validated γ as a ConfigSpace Configuration of the design space."""
     return Configuration(design_space(), values=validate(config))
+
+
+def without_stopping(config: Mapping[str, Any]) -> dict[str, Any]:
+    """γ with ``stopping: budget``: the stopping rule and its hyperparameters removed."""
+    rule = get_component("stopping_rules", str(config.get("stopping", "budget")))
+    full = {k: v for k, v in config.items() if k not in rule.hyperparameter_names}
+    full["stopping"] = "budget"
+    return full

@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from components.fidelity_schedules import n_stages
+from metaopt.components.fidelity_schedules import n_stages
 from metaopt.benchmarks.base import Fidelity
 from metaopt.errors import UsageError
-from spaces.design_space import MU, validate
+from metaopt.spaces.design_space import MU, validate
 
 ConfigFn = Callable[[Fidelity], dict[str, Any]]
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from ConfigSpace import ConfigurationSpace
 
 from metaopt.errors import UsageError
-from spaces.design_space import build_space, validate
+from metaopt.spaces.design_space import build_space, validate
 
 TIME_VARYING = {  # parameter at t = 1  ->  its value at t = 0
     "filter_rho_1": "filter_rho_0",

@@ -20,10 +20,10 @@ from metaopt.ablation import (
 from metaopt.ablation_estimators import SurrogateEstimator
 from metaopt.benchmarks import get_benchmark
 from metaopt.cli import main
-from metaopt.meta import gamma_hash
-from spaces.design_space import design_space, validate
-from spaces.presets import get_preset
-from spaces.restrictions import get_restriction
+from metaopt.meta_archive import gamma_hash
+from metaopt.spaces.design_space import design_space, validate
+from metaopt.spaces.presets import get_preset
+from metaopt.spaces.restrictions import get_restriction
 
 SOURCE = {"fidelity_schedule": "hb", "mu": 8, "log_eta_fid": 1.0, "survival_fraction": 0.5, "sampler": "uniform"}
 TARGET = {"fidelity_schedule": "hb", "mu": 27, "log_eta_fid": 0.5, "survival_fraction": 0.3, "sampler": "kde"}

@@ -147,8 +147,8 @@ def test_exit_status_through_the_entry_point(tmp_path):
 def test_space_show_and_export_round_trip(capsys, tmp_path):
     from ConfigSpace import ConfigurationSpace
 
-    from spaces.design_space import design_space
-    from spaces.restrictions import get_restriction
+    from metaopt.spaces.design_space import design_space
+    from metaopt.spaces.restrictions import get_restriction
 
     code, out, _ = run_cli(capsys, "space", "show")
     assert code == 0 and "hyperparameters" in out and "filter_method" in out and "log_eta_fid" in out
@@ -177,7 +177,7 @@ def test_presets_list_and_show_feed_run_config(capsys, tmp_path):
 
 
 def test_every_preset_is_accepted_by_run(capsys):
-    from spaces.presets import PRESETS
+    from metaopt.spaces.presets import PRESETS
 
     for name in PRESETS:
         budget = "1" if name.startswith("bo_") else "1d"

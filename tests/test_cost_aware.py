@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.fidelity_schedules import MAX_FILL, CostAwareHyperband, HyperbandBatches, fill_by_cost, n_stages
-from components.promotion import CostAware, Rung, TopFraction
+from metaopt.components.fidelity_schedules import MAX_FILL, CostAwareHyperband, HyperbandBatches, fill_by_cost, n_stages
+from metaopt.components.promotion import CostAware, Rung, TopFraction
 from metaopt.benchmarks import get_benchmark
 from metaopt.benchmarks.base import Evaluation, Fidelity, Problem
 from metaopt.budget import Budget
 from metaopt.loop import run
-from spaces.design_space import build_space
-from spaces.presets import get_preset
+from metaopt.spaces.design_space import build_space
+from metaopt.spaces.presets import get_preset
 
 BENCH = get_benchmark("synthetic:mlp")
 PROBLEM = BENCH.problem(BENCH.test_instances[0])

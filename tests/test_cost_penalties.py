@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 from scipy.stats import rankdata
 
-from components.acquisition import ExpectedImprovement, expected_improvement
-from components.cost_models import loglinear
-from components.cost_penalties import ContextualEI, EIAlpha, EICool, EIPerUnitCost, NoPenalty
-from components.filters import Scorer
-from components.surrogates import GaussianProcess
+from metaopt.components.acquisition import ExpectedImprovement, expected_improvement
+from metaopt.components.cost_models import loglinear
+from metaopt.components.cost_penalties import ContextualEI, EIAlpha, EICool, EIPerUnitCost, NoPenalty
+from metaopt.components.filters import Scorer
+from metaopt.components.surrogates import GaussianProcess
 from metaopt.archive import Archive
 from metaopt.benchmarks import get_benchmark
 from metaopt.budget import Budget
@@ -16,8 +16,8 @@ from metaopt.context import ProposalContext, RunState
 from metaopt.features import FeatureEncoder
 from metaopt.loop import run
 from metaopt.space_codec import SpaceCodec
-from spaces.design_space import design_space
-from spaces.presets import get_preset
+from metaopt.spaces.design_space import design_space
+from metaopt.spaces.presets import get_preset
 
 EI = np.array([0.5, 0.1, 0.45, 0.2, 0.0, 0.3])
 COST = np.array([10.0, 1.0, 2.0, 0.5, 0.1, 3.0])

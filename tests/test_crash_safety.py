@@ -240,7 +240,7 @@ def test_a_damaged_ablation_run_record_is_redone(tmp_path, capsys):
     from metaopt.benchmarks import get_benchmark
     from metaopt.budget import Budget
     from metaopt.executor import make_executor
-    from spaces.presets import get_preset
+    from metaopt.spaces.presets import get_preset
 
     bench = get_benchmark("synthetic:mlp")
     store, instance, budget = tmp_path / "runs", bench.instances_of("test")[0], Budget.parse("3d", bench.d)

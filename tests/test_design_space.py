@@ -8,8 +8,8 @@ from ConfigSpace import ConfigurationSpace
 from metaopt.benchmarks.base import Fidelity
 from metaopt.errors import UsageError
 from metaopt.registry import CATEGORIES, component_names, get_component
-from spaces.design_space import design_space, validate
-from spaces.presets import PRESETS, get_preset
+from metaopt.spaces.design_space import design_space, validate
+from metaopt.spaces.presets import PRESETS, get_preset
 
 LCBENCH = Fidelity("epoch", 1, 52, is_int=True)
 

@@ -5,10 +5,10 @@ import pytest
 from ConfigSpace import (Categorical, ConfigurationSpace, Constant, EqualsCondition, Float, ForbiddenAndConjunction,
                          ForbiddenEqualsClause, ForbiddenInClause, InCondition, Integer, OrdinalHyperparameter)
 
-from components.surrogates import RandomForest
+from metaopt.components.surrogates import RandomForest
 from metaopt.benchmarks import get_benchmark
 from metaopt.space_codec import SpaceCodec
-from spaces.design_space import design_space
+from metaopt.spaces.design_space import design_space
 
 
 def _mixed_space() -> ConfigurationSpace:
@@ -66,7 +66,7 @@ def test_random_forest_equals_scikit_learn_forest(n, p):
 def test_gp_kernel_equals_scikit_learn_kernel(n, p):
     from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-    from components.gp_kernel import GPKernel
+    from metaopt.components.gp_kernel import GPKernel
 
     X = np.random.default_rng(n).random((n, p))
     theta = np.random.default_rng(p).uniform(-2, 2, p + 2)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from components.fidelity_schedules import (
+from metaopt.components.fidelity_schedules import (
     EqualBatches,
     HyperbandBatches,
     SingleFidelity,

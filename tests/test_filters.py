@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from components.acquisition import MeanAcquisition
-from components.filters import ProgressiveFilter, Scorer, TournamentFilter, geometric_sizes
-from components.samplers import UniformSampler
-from components.surrogates import KNN1
+from metaopt.components.acquisition import MeanAcquisition
+from metaopt.components.filters import ProgressiveFilter, Scorer, TournamentFilter, geometric_sizes
+from metaopt.components.samplers import UniformSampler
+from metaopt.components.surrogates import KNN1
 from metaopt.archive import Archive
 from metaopt.benchmarks import get_benchmark
 from metaopt.budget import Budget

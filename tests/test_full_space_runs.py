@@ -10,7 +10,7 @@ import numpy as np
 from metaopt.benchmarks import get_benchmark
 from metaopt.budget import Budget
 from metaopt.loop import run
-from spaces.design_space import design_space
+from metaopt.spaces.design_space import design_space
 
 N_CONFIGS = 500
 BUDGET = "1d"

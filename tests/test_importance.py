@@ -8,9 +8,9 @@ import pytest
 import yaml
 from ConfigSpace import Categorical, ConfigurationSpace, EqualsCondition, Float
 
-from analysis.importance import compute_importance, write_importance
+from metaopt.analysis.importance import compute_importance, write_importance
 from metaopt.cli import main
-from spaces.restrictions import get_restriction
+from metaopt.spaces.restrictions import get_restriction
 
 TOL = 0.05
 

@@ -18,7 +18,7 @@ from metaopt.benchmarks.base import split_instances
 from metaopt.benchmarks.live import MIN_PER_CLASS, MODELS, LiveBenchmark, _data
 from metaopt.errors import UsageError
 from metaopt.loop import run
-from spaces.presets import get_preset
+from metaopt.spaces.presets import get_preset
 
 NAMES = [f"live:{m}" for m in MODELS]
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from ConfigSpace import Categorical, ConfigurationSpace, Float, Integer
 
-from components.local_search import CFO, bucket, categorical_move
+from metaopt.components.local_search import CFO, bucket, categorical_move
 from metaopt.archive import Archive
 from metaopt.benchmarks import get_benchmark
 from metaopt.benchmarks.base import Benchmark, Fidelity
@@ -18,7 +18,7 @@ from metaopt.cli import main
 from metaopt.context import ProposalContext, RunState
 from metaopt.loop import run
 from metaopt.space_codec import SpaceCodec
-from spaces.presets import get_preset
+from metaopt.spaces.presets import get_preset
 
 
 class _Toy(Benchmark):

@@ -12,8 +12,8 @@ from metaopt.errors import UsageError
 from metaopt.loop import run
 from metaopt.references import get_reference
 from metaopt.trace import TRACE_COLUMNS
-from spaces.design_space import design_space
-from spaces.presets import get_preset
+from metaopt.spaces.design_space import design_space
+from metaopt.spaces.presets import get_preset
 
 BENCH = get_benchmark("synthetic:mlp")
 PROBLEM = BENCH.problem(BENCH.test_instances[0])

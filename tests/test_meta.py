@@ -15,8 +15,9 @@ from metaopt.cli import main
 import metaopt.meta
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
-from metaopt.meta import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, meta_objective
-from metaopt.study import load_study
+from metaopt.meta import meta_objective
+from metaopt.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash
+from metaopt.study_spec import load_study
 
 STUDY = """
 name: meta_tiny

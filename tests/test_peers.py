@@ -18,7 +18,7 @@ from metaopt.loop import run
 from metaopt.peers import PEERS, PeerUnavailable, _conditions, available_peers, peer_status, run_peer
 from metaopt.references import Reference
 from metaopt.trace import TRACE_COLUMNS
-from spaces.presets import get_preset
+from metaopt.spaces.presets import get_preset
 
 REPO = Path(__file__).resolve().parents[1]
 MLP = get_benchmark("synthetic:mlp")

@@ -9,9 +9,9 @@ from ConfigSpace import ConfigurationSpace
 from metaopt.benchmarks import get_benchmark, list_benchmark_names
 from metaopt.errors import UsageError
 from metaopt.loop import run
-from spaces.design_space import design_space, validate
-from spaces.presets import PRESETS
-from spaces.restrictions import RESTRICTIONS, get_restriction
+from metaopt.spaces.design_space import design_space, validate
+from metaopt.spaces.presets import PRESETS
+from metaopt.spaces.restrictions import RESTRICTIONS, get_restriction
 
 
 @pytest.fixture(scope="module")

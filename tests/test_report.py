@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import figures
+from metaopt.analysis import figures
 from metaopt.cli import main
-from metaopt.meta import choose_gamma_star, gamma_hash, meta_archive
+from metaopt.meta_archive import choose_gamma_star, gamma_hash, meta_archive
 from metaopt.run_io import jsonable
 
 STUDY = """
@@ -85,7 +85,7 @@ def test_report_of_an_evaluated_study(output, capsys):
 
 def write_fake_analyses(output):
     """A meta-archive with γ*, an ablation, importance, termination metrics, a question and an answer."""
-    from spaces.restrictions import get_restriction
+    from metaopt.spaces.restrictions import get_restriction
 
     restriction = get_restriction("table4")
     space = restriction.space()

@@ -19,7 +19,7 @@ from ConfigSpace import (
     Integer,
 )
 
-from components.samplers import KDESampler, UniformSampler
+from metaopt.components.samplers import KDESampler, UniformSampler
 from metaopt.archive import Archive
 from metaopt.benchmarks import get_benchmark
 from metaopt.budget import Budget

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats import (
+from metaopt.analysis.stats import (
     average_ranks,
     friedman,
     nemenyi_critical_difference,

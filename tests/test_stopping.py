@@ -7,16 +7,18 @@ import pandas as pd
 import pytest
 from ConfigSpace import ConfigurationSpace
 
-from analysis.termination import rtc, ryc, termination_metrics, without_stopping
-from components.stopping import WARMUP, ConvergenceRule, EIThresholdRule, RegretBoundRule, beta
+from metaopt.analysis.termination import rtc, ryc
+from metaopt.evaluation import termination_metrics
+from metaopt.spaces.design_space import without_stopping
+from metaopt.components.stopping import WARMUP, ConvergenceRule, EIThresholdRule, RegretBoundRule, beta
 from metaopt.archive import Archive
 from metaopt.benchmarks import get_benchmark
 from metaopt.benchmarks.base import Benchmark, Evaluation, Fidelity
 from metaopt.budget import Budget
 from metaopt.context import RunState
 from metaopt.loop import run
-from spaces.design_space import validate
-from spaces.presets import get_preset
+from metaopt.spaces.design_space import validate
+from metaopt.spaces.presets import get_preset
 
 ROSENBROCK = get_benchmark("synthetic:rosenbrock").problem("0")
 

@@ -5,7 +5,7 @@ import pytest
 
 from metaopt.cli import main
 from metaopt.errors import UsageError
-from metaopt.study import load_study
+from metaopt.study_spec import load_study
 
 STUDY = """
 name: tiny

@@ -8,13 +8,13 @@ from ConfigSpace import Categorical, ConfigurationSpace, Constant, EqualsConditi
 from ConfigSpace.hyperparameters import OrdinalHyperparameter
 from scipy.stats import spearmanr
 
-from components.acquisition import (
+from metaopt.components.acquisition import (
     ExpectedImprovement,
     LowerConfidenceBound,
     MeanAcquisition,
     ProbabilityOfImprovement,
 )
-from components.surrogates import KKNN7, TPE, Featureless, GaussianProcess, Surrogate, samworth_weights
+from metaopt.components.surrogates import KKNN7, TPE, Featureless, GaussianProcess, Surrogate, samworth_weights
 from metaopt.benchmarks.base import Fidelity
 from metaopt.features import INACTIVE, ONE_HOT, FeatureEncoder
 from metaopt.registry import get_component

@@ -1,0 +1,191 @@
+"""The study file's schema and loader: what a study YAML may say, validated (schema: studies/README.md).
+
+Called by every stage and by the report (through :func:`load_study`), so that each of them reads the
+validated spec, never the YAML as a plain dict. Checks that need the benchmark (instances,
+optimizers, budgets) are made by :class:`metaopt.study.StudyContext` before any work starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from metaopt.errors import UsageError
+
+
+def _seed_list(value: int | list[int]) -> list[int]:
+    """The seeds of a ``seeds`` field: a count N means 1..N; a list must hold distinct integers >= 0
+    (what ``numpy.random.default_rng`` accepts)."""
+    seeds = list(range(1, value + 1)) if isinstance(value, int) else value
+    if not seeds or len(set(seeds)) != len(seeds) or (isinstance(value, int) and value < 1) or min(seeds) < 0:
+        raise ValueError("must be a positive count or a list of distinct integers >= 0")
+    return seeds
+
+
+class InstanceSelection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    split: Literal["train", "test", "all"] = "test"
+    limit: int | None = Field(default=None, ge=1)
+
+
+def _ids(value: object) -> object:
+    return [str(v) for v in value] if isinstance(value, list) else value
+
+
+class _InstancesAndSeeds(BaseModel):
+    """Which instances and seeds a stage runs on (seeds: a count N means 1..N)."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+    instances: InstanceSelection | list[str] = InstanceSelection()
+    seeds: int | list[int] = 1
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _no_bool_seeds(cls, value: object) -> object:
+        if isinstance(value, bool) or (isinstance(value, list) and any(isinstance(v, bool) for v in value)):
+            raise ValueError("must be a positive count or a list of distinct integers >= 0, not true/false")
+        return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, value: int | list[int]) -> list[int]:
+        return _seed_list(value)
+
+    @field_validator("instances", mode="before")
+    @classmethod
+    def _instance_ids(cls, value: object) -> object:
+        return _ids(value)
+
+
+class MetaSpec(_InstancesAndSeeds):
+    """How γ is searched: SMAC over training instances."""
+
+    instances: InstanceSelection | list[str] = InstanceSelection(split="train")
+    restriction: str | list[str] | None = None
+    objective: Literal["regret", "regret_at", "auc"] = "regret"
+    objective_budgets: list[float] = Field(default=[1.0], min_length=1)
+    trials: int = Field(default=100, ge=1)
+    batch_size: int = Field(default=4, ge=1)
+    """SMAC trials proposed together and run in parallel (independent of the worker count: see metaopt/meta.py)."""
+
+    @field_validator("batch_size", mode="before")
+    @classmethod
+    def _integer_batch_size(cls, value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("must be an integer >= 1 (the number of SMAC trials proposed and run together)")
+        return value
+
+    @field_validator("objective_budgets")
+    @classmethod
+    def _fractions(cls, value: list[float]) -> list[float]:
+        if any(not 0 < f <= 1 for f in value):
+            raise ValueError("fractions of the budget must be in (0, 1]")
+        return value
+
+
+class OptimizerVariant(BaseModel):
+    """A named optimizer defined in the study: a preset or a configuration, with parameters overridden."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    preset: str | None = None
+    config: dict[str, Any] | None = None
+    set: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "OptimizerVariant":
+        if (self.preset is None) == (self.config is None):
+            raise ValueError("give exactly one of 'preset' (a preset name) or 'config' (a configuration)")
+        return self
+
+
+class EvaluationSpec(_InstancesAndSeeds):
+    seeds: int | list[int] = 3
+    optimizers: list[str | OptimizerVariant] = Field(min_length=1)
+    report_budgets: list[str] = Field(default_factory=list)
+    gamma_star_from: str | None = None
+    cost_reference: str | None = None
+
+
+class AblationEntry(_InstancesAndSeeds):
+    """An ablation between two optimizers (``metaopt ablate``), run after the evaluation."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True)
+    source: str = Field(alias="from")
+    to: str
+    estimator: Literal["evaluated", "surrogate"] = "evaluated"
+    variants: list[Literal["path", "ofat", "loco"]] = Field(default=["path"], min_length=1)
+    race: bool = False
+
+
+class StudySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    question: str = ""
+    answer: str = ""
+    benchmark: str
+    budget: str = "30d"
+    workers: int = Field(default=1, ge=1)
+    meta: MetaSpec | None = None
+    evaluation: EvaluationSpec
+    ablation: list[AblationEntry] = Field(default_factory=list)
+    importance: bool = True
+    output: str | None = None
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, (int, float)) else value
+
+
+class Study:
+    """A loaded study: its spec, its source text and where its results go."""
+
+    def __init__(self, spec: StudySpec, source: str, path: Path) -> None:
+        self.spec = spec
+        self.source = source
+        self.path = path
+        self.output = Path(spec.output or f"results/{spec.name}")
+
+
+def _format_error(err: ValidationError, path: Path) -> str:
+    # Of a union's alternatives (e.g. an optimizer given as a name or as a variant), report the one
+    # that got furthest (the longest location), and leave pydantic's alternative tags out of the name.
+    errors = err.errors()
+    first = max(errors, key=lambda e: len(e["loc"]))
+    tags = {"str", "int", "list[str]", "list[int]", "InstanceSelection", "OptimizerVariant"}
+    field = ".".join(str(p) for p in first["loc"] if p not in tags and "[" not in str(p)) or "(top level)"
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    message = first["msg"].removeprefix("Value error, ")  # our validators' ValueErrors: the message alone
+    return f"{path}: field '{field}': {message}{more}"
+
+
+def load_study(path: Path) -> Study:
+    """Read and validate a study file; every problem is reported with its field name."""
+    try:
+        source = path.read_text()
+    except FileNotFoundError:
+        raise UsageError(f"study file not found: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a folder; give a study file (YAML)") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not a UTF-8 text file; a study file is YAML text") from None
+    except PermissionError:
+        raise UsageError(f"{path}: no permission to read the study file") from None
+    try:
+        data = yaml.safe_load(source)
+    except yaml.YAMLError as err:
+        raise UsageError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a study file must be a YAML mapping (name, benchmark, evaluation, ...)")
+    try:
+        spec = StudySpec.model_validate(data)
+    except ValidationError as err:
+        raise UsageError(_format_error(err, path)) from None
+    return Study(spec, source, path)
+
+
