@@ -25,13 +25,13 @@ from ConfigSpace import Float, Integer
 
 from metaopt.components.acquisition import expected_improvement, probability_of_improvement
 from metaopt.components.surrogates import GaussianProcess
+from metaopt.budget import BUDGET_TOLERANCE
 from metaopt.context import RunState
 from metaopt.features import FeatureEncoder
 from metaopt.registry import register
 
 logger = logging.getLogger(__name__)
 
-BUDGET_TOLERANCE = 1e-9
 WARMUP = 20
 """Evaluations before a model-based rule may stop (paper 002 §4.1: "only after the first 20 iterations")."""
 N_CANDIDATES = 500

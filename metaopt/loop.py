@@ -3,10 +3,11 @@
 A run is a pure function of (γ, problem, seed, budget) → trace: every random draw comes from one
 ``numpy.random.Generator`` seeded with ``seed``; nothing else carries state between runs.
 
-Budget accounting (DESIGN.md §4): each evaluation adds r/r_max full-evaluation equivalents (a
-promoted configuration pays its full r again) and its cost to the cost account. The run never
-exceeds its budget: of a batch, only the prefix that fits into what is left is evaluated (for a
-cost budget, the evaluations that would finish after the budget ran out are discarded unseen).
+Budget accounting (DESIGN.md §4, :class:`metaopt.budget.BudgetMeter`): each evaluation adds r/r_max
+full-evaluation equivalents (a promoted configuration pays its full r again) and its cost to the cost
+account. The run never exceeds its budget: of a batch, only the prefix that fits into what is left is
+evaluated (for a cost budget, the evaluations that would finish after the budget ran out are
+discarded unseen).
 Within a batch, survivors come first (best first), then new configurations.
 
 Stage sizes are decided as the run goes: a bracket's first stage has the plan's ``n_total`` new
@@ -37,10 +38,10 @@ from metaopt.components.filters import Scorer
 from metaopt.components.fidelity_schedules import BracketPlan, FidelitySchedule, Stage, fill_by_cost
 from metaopt.components.promotion import PromotionRule, Rung
 from metaopt.components.proposals import Proposal, SampleAndFilter
-from metaopt.components.stopping import BUDGET_TOLERANCE, BudgetRule, StoppingRule
+from metaopt.components.stopping import BudgetRule, StoppingRule
 from metaopt.archive import Archive
 from metaopt.benchmarks.base import Problem
-from metaopt.budget import Budget
+from metaopt.budget import Budget, BudgetMeter
 from metaopt.context import ProposalContext, RunState
 from metaopt.references import resolve_budget
 from metaopt.features import FeatureEncoder
@@ -97,6 +98,7 @@ class _Run:
         self.opt = optimizer
         self.problem = problem
         self.budget = budget
+        self.meter = BudgetMeter(budget, problem.fidelity.r_max)
         self.rng = np.random.default_rng(seed)
         self.codec = SpaceCodec(problem.search_space)
         self.encoder = FeatureEncoder(self.codec, problem.fidelity)
@@ -166,23 +168,16 @@ class _Run:
     def _evaluate(self, ids: np.ndarray, fidelity: float, plan: BracketPlan,
                   stage: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Evaluate the budget-fitting prefix of ``ids`` at ``fidelity``; return (ids evaluated, losses, costs)."""
-        r_max = self.problem.fidelity.r_max
-        step = fidelity / r_max
-        if self.budget.unit == "full_evals":
-            left = self.budget.amount - self.state.budget_used
-            fits = int(np.floor((left + BUDGET_TOLERANCE) / step)) if left > 0 else 0
-            ids = ids[: max(min(fits, len(ids)), 0)]
+        ids = ids[: self.meter.how_many_fit(len(ids), fidelity)]
         if len(ids) == 0:
             self.stop_reason = "budget"
             return ids, np.empty(0), np.empty(0)
         X = np.stack([self.vectors[i] for i in ids])
         result = self.problem.evaluate(self.codec.to_dicts(X), np.full(len(ids), fidelity))
         loss, cost = np.asarray(result.loss, dtype=float), np.asarray(result.cost, dtype=float)
-        if self.budget.unit == "cost":
-            left = self.budget.amount - self.state.cost_used
-            keep = int(np.searchsorted(np.cumsum(cost), left + BUDGET_TOLERANCE, side="right"))
-            if keep < len(ids):
-                self.stop_reason = "budget"
+        keep = self.meter.affordable(cost)
+        if keep < len(ids):
+            self.stop_reason = "budget"
             ids, X, loss, cost = ids[:keep], X[:keep], loss[:keep], cost[:keep]
             if keep == 0:
                 return ids, loss, cost
@@ -191,8 +186,9 @@ class _Run:
             X, config_id=ids, batch=np.full(n, self.state.n_batches), stage=np.full(n, stage),
             bracket=np.full(n, plan.bracket), fidelity=np.full(n, fidelity), loss=loss, cost=cost,
         )
-        self.state.budget_used += n * step
-        self.state.cost_used += float(cost.sum())
+        self.meter.charge(fidelity, cost)
+        # What components and stopping rules see of the account (RunState.t).
+        self.state.budget_used, self.state.cost_used = self.meter.budget_used, self.meter.cost_used
         self.state.n_batches += 1
         if self.progress is not None:
             self.progress(min(self.state.t, 1.0))
@@ -242,7 +238,7 @@ def run(config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget |
     ``budget`` is a :class:`Budget` or a spec such as ``"30d"``. ``reference`` (a
     :class:`metaopt.references.Reference`) adds normalized regret to the trace and summary.
     """
-    budget = resolve_budget(Budget.parse(budget, problem.d), problem)
+    budget = resolve_budget(budget, problem)
     optimizer = Optimizer.from_config(config)
     started = time.perf_counter()
     state = _Run(optimizer, problem, int(seed), budget, progress)

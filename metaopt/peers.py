@@ -7,9 +7,10 @@ and designed optimizers side by side.
 
 Every peer is driven through its library's ask-and-tell interface, one configuration per call
 (these are sequential optimizers), and stops exactly when the budget is spent, by the rule of
-:mod:`metaopt.loop`: each evaluation adds r/r_max full-evaluation equivalents and an evaluation
-that would exceed a full-evaluation budget is not run; for a cost budget, an evaluation that
-finishes after the budget is spent is discarded unseen. Budget and fidelity per peer:
+:mod:`metaopt.loop` (kept by the same :class:`~metaopt.budget.BudgetMeter`): each evaluation adds
+r/r_max full-evaluation equivalents and an evaluation that would exceed a full-evaluation budget is
+not run; for a cost budget, an evaluation that finishes after the budget is spent is discarded
+unseen; the run ends once the budget is spent. Budget and fidelity per peer:
 
 - ``smac_hpo``: SMAC's HyperparameterOptimizationFacade (random-forest BO), full fidelity. Its
   Sobol initial design counts against the budget; it has SMAC's default size for a run of
@@ -52,13 +53,13 @@ from ConfigSpace.hyperparameters import (
     UniformIntegerHyperparameter,
 )
 
-from metaopt.components.stopping import BUDGET_TOLERANCE
 from metaopt.archive import Archive
 from metaopt.benchmarks.base import Problem
 from metaopt.smac_utils import reproducible_model_and_maximizer
-from metaopt.budget import Budget
+from metaopt.budget import BUDGET_TOLERANCE, Budget, BudgetMeter
 from metaopt.errors import UsageError
 from metaopt.loop import ProgressFn
+from metaopt.references import resolve_budget
 from metaopt.run_io import RunResult
 from metaopt.space_codec import SpaceCodec
 from metaopt.trace import build_trace, summarize
@@ -77,7 +78,7 @@ class PeerUnavailable(UsageError):
 
 # -- one run's accounting ---------------------------------------------------------------------
 class PeerRun:
-    """Budget accounting and archive of one peer run.
+    """Budget account (:attr:`meter`) and archive of one peer run.
 
     A peer's runner asks its library for one configuration at a time and calls :meth:`evaluate`,
     until :attr:`done`. ``settings`` collects what the runner wants in ``summary["config"]``.
@@ -89,8 +90,7 @@ class PeerRun:
         self.progress = progress
         self.codec = SpaceCodec(problem.search_space)
         self.archive = Archive(self.codec.dim)
-        self.budget_used = 0.0
-        self.cost_used = 0.0
+        self.meter = BudgetMeter(budget, problem.fidelity.r_max)
         self.stop_reason: str | None = None
         self.settings: dict[str, Any] = {}
         self._config_ids: dict[bytes, int] = {}
@@ -108,10 +108,8 @@ class PeerRun:
         """
         if self.done:
             return None
-        fid = self.problem.fidelity
-        r = fid.r_max if fidelity is None else fidelity
-        step = r / fid.r_max
-        if self.budget.unit == "full_evals" and self.budget_used + step > self.budget.amount + BUDGET_TOLERANCE:
+        r = self.problem.fidelity.r_max if fidelity is None else fidelity
+        if self.meter.how_many_fit(1, r) == 0:
             self.stop_reason = "budget"
             return None
         vector = self.codec.to_vector(dict(config))
@@ -120,20 +118,18 @@ class PeerRun:
         evaluated = self.codec.to_dicts(vector[None, :])[0]
         result = self.problem.evaluate([evaluated], [r])
         loss, cost = float(result.loss[0]), float(result.cost[0])
-        if self.budget.unit == "cost" and self.cost_used + cost > self.budget.amount + BUDGET_TOLERANCE:
+        if self.meter.affordable([cost]) == 0:
             self.stop_reason = "budget"  # finished after the budget was spent: discarded unseen
             return None
         key = np.nan_to_num(vector, nan=-1.0).tobytes()
         config_id = self._config_ids.setdefault(key, len(self._config_ids))
         self.archive.add(vector[None, :], config_id=[config_id], batch=[len(self.archive)], stage=[stage],
                          bracket=[bracket], fidelity=[r], loss=[loss], cost=[cost])
-        self.budget_used += step
-        self.cost_used += cost
-        t = self.budget.fraction(self.budget_used, self.cost_used)
-        if t >= 1 - BUDGET_TOLERANCE:
+        self.meter.charge(r, [cost])
+        if self.meter.exhausted:
             self.stop_reason = "budget"
         if self.progress is not None:
-            self.progress(min(t, 1.0))
+            self.progress(min(self.meter.fraction_spent, 1.0))
         return loss
 
 
@@ -201,9 +197,7 @@ def run_peer(name: str, problem: Problem, seed: int, budget: Budget | str, refer
     """
     peer = get_peer(name)
     library = peer.library()
-    from metaopt.references import resolve_budget
-
-    budget = resolve_budget(Budget.parse(budget, problem.d), problem)
+    budget = resolve_budget(budget, problem)
     state = PeerRun(problem, budget, progress)
     started = time.perf_counter()
     peer.runner(state, int(seed))
@@ -464,12 +458,12 @@ def _run_flaml_cfo(state: PeerRun, seed: int) -> None:
                 state.stop_reason = "peer_stopped"
             continue
         failures = 0
-        cost_before = state.cost_used
+        cost_before = state.meter.cost_used
         loss = state.evaluate(_clip(space, _flatten(suggested)))
         if loss is None:
             break
         # FLAML reads the configuration back from the result, as flaml.tune.report provides it.
-        result = {"loss": loss, "cost": state.cost_used - cost_before, "config": suggested}
+        result = {"loss": loss, "cost": state.meter.cost_used - cost_before, "config": suggested}
         searcher.on_trial_complete(str(trial_id), result, error=not math.isfinite(loss))
 
 

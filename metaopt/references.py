@@ -156,8 +156,15 @@ def typical_cost(benchmark: Benchmark, instance: str) -> float:
     return value
 
 
-def resolve_budget(budget: Budget, problem: Problem) -> Budget:
-    """The budget of a run on ``problem``: typical-cost budgets become cost budgets of that instance."""
+def resolve_budget(budget: Budget | str | float, problem: Problem) -> Budget:
+    """The budget of a run on ``problem``, from a :class:`Budget` or a spec such as ``"30d"``
+    (:meth:`Budget.parse` with the problem's dimension d).
+
+    Called by :func:`metaopt.loop.run` and :func:`metaopt.peers.run_peer` before a run starts; returns
+    a budget in full evaluations or cost units: a typical-cost budget becomes a cost budget of that
+    instance (its typical full-evaluation cost, :func:`typical_cost`, times the amount).
+    """
+    budget = Budget.parse(budget, problem.d)
     if budget.unit != "typical_cost":
         return budget
     return budget.in_cost_units(typical_cost(problem.benchmark, problem.instance))

@@ -7,8 +7,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metaopt.benchmarks import get_benchmark
-from metaopt.budget import Budget
-from metaopt.errors import UsageError
 from metaopt.loop import run
 from metaopt.references import get_reference
 from metaopt.trace import TRACE_COLUMNS
@@ -81,15 +79,6 @@ def test_normalized_regret_uses_the_reference():
     expected = (result.summary["final_loss"] - ref.y_min) / (ref.y_max - ref.y_min)
     assert result.summary["normalized_regret"] == pytest.approx(expected)
     assert 0 <= result.summary["normalized_regret"] <= 1.5
-
-
-def test_budget_parsing():
-    assert Budget.parse("30d", 7).amount == 210 and Budget.parse("30d", 7).unit == "full_evals"
-    assert Budget.parse("100", 7).amount == 100
-    assert Budget.parse("3600s", 7) == Budget(3600, "cost", "3600s")
-    for bad in ["abc", "30x", "-5", "0"]:
-        with pytest.raises(UsageError, match="budget"):
-            Budget.parse(bad, 7)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
