@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from metaopt.analysis.anytime import mean_se_over_instances
 from metaopt.analysis.stats import rank_test, scores_by_instance
+from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_text
 
 
@@ -65,9 +65,9 @@ def _termination(eval_dir: Path) -> list[str]:
     return ["Automatic termination: " + "; ".join(parts) + "."]
 
 
-def _ablation(output: Path) -> list[str]:
+def _ablation(store: StudyStore) -> list[str]:
     lines = []
-    for path in sorted((output / "ablation").glob("*/path.csv")):
+    for path in sorted(store.ablations_dir.glob("*/path.csv")):
         table = pd.read_csv(path)
         steps = table[table["step"] > 0].sort_values("share", ascending=False).head(3)
         parts = [f"{r.parameters.split(';')[0]} ({r.share:.0%})" for r in steps.itertuples()]
@@ -89,17 +89,20 @@ def _importance(output: Path) -> list[str]:
 
 
 def write_answer(output: Path, alpha: float = 0.05) -> Path | None:
-    """Write ``<output>/answer.md`` from the stored results; None when there is no evaluation yet."""
-    results_path = output / "eval" / "results.csv"
-    if not results_path.exists():
+    """Write ``<output>/answer.md`` from the stored results; None when there is no evaluation yet.
+
+    Called by :func:`metaopt.analysis.report.write_report` before it builds the report. The budget
+    column is the validated study's (``<output>/study.yaml``; ``30d`` without one)."""
+    store = StudyStore(output)
+    if not store.results_csv.exists():
         return None
-    study = yaml.safe_load((output / "study.yaml").read_text()) if (output / "study.yaml").exists() else {}
-    results = pd.read_csv(results_path, dtype={"instance": str})
-    column = f"regret@{study.get('budget', '30d')}"
+    budget = store.spec().budget if store.is_study() else "30d"
+    results = pd.read_csv(store.results_csv, dtype={"instance": str})
+    column = f"regret@{budget}"
     if column not in results:
         column = "normalized_regret"
-    lines = [*_ranking(results, column, alpha), *_cost(output / "eval"), *_termination(output / "eval"),
-             *_ablation(output), *_importance(output)]
-    path = output / "answer.md"
+    lines = [*_ranking(results, column, alpha), *_cost(store.eval_dir), *_termination(store.eval_dir),
+             *_ablation(store), *_importance(store.root)]
+    path = store.answer_file
     atomic_write_text(path, "\n\n".join(lines) + "\n")
     return path

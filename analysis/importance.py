@@ -3,21 +3,15 @@
 Why our own code: the maintained implementations do not work with our stack. ``fanova`` (2.0.19,
 last release 2020) needs ``pyrfr``, a SWIG/C++ build published only as a source archive, and
 calls ConfigSpace APIs from before 1.0; DeepCAVE (1.4.1) requires Python < 3.11 (we run 3.11).
-So this module fits scikit-learn's random forest and decomposes it by Monte Carlo; the tests
-check it against a function whose decomposition is known in closed form.
+So this module decomposes the meta-archive's random forest by Monte Carlo; the tests check it
+against a function whose decomposition is known in closed form.
 
-Model. A random forest (sklearn ``RandomForestRegressor``, seeded, otherwise sklearn's defaults)
-regresses the meta-objective on the encoded γ of every archive row; when the archive has an
-``instance`` column, the training instance (as a code) is a feature too, and every prediction
-below is the mean over the archive's instances, f(γ) = mean_i RF(γ, i) (Hutter et al. 2014, §4:
-marginalizing instances out), so instances run for only some γ's do not bias their effects.
-
-Encoding. A parameter is a column of ConfigSpace's vector representation: numeric ones in [0, 1]
-on their own (log) scale, categorical ones as the choice index; an inactive parameter is
-``INACTIVE = -1``, outside every active range, so one tree split separates it. Parameters with a
-single possible value (constants) are left out; a parameter of the space missing from the
-archive (added to the space later) takes its default where active, as ``validate`` does. Rows
-of failed inner runs keep their crash objective: it is what the meta-optimizer saw.
+Model and encoding: :mod:`metaopt.analysis.meta_model` (one forest per archive, shared with the
+surrogate ablation estimator and the report). A parameter is one column of ConfigSpace's vector
+representation (inactive: ``INACTIVE = -1``), and f(γ) is the forest's prediction averaged over
+the archive's instances (Hutter et al. 2014, §4: marginalizing instances out), so instances run
+for only some γ's do not bias their effects. Here ``seed`` seeds both the forest and the
+Monte Carlo samples.
 
 Measure. ConfigSpace samples a configuration by drawing every hyperparameter independently from
 its prior (on the vector scale) and then deactivating those whose conditions fail. We take this
@@ -51,7 +45,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -59,19 +52,23 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 from ConfigSpace import ConfigurationSpace
-from ConfigSpace.hyperparameters import CategoricalHyperparameter, Hyperparameter, OrdinalHyperparameter
+from ConfigSpace.hyperparameters import CategoricalHyperparameter, OrdinalHyperparameter
 from scipy.stats import qmc
-from sklearn.ensemble import RandomForestRegressor
 
+from metaopt.analysis.meta_model import (
+    N_TREES,
+    SEED,
+    MetaArchiveModel,
+    deactivate,
+    latent_vectors,
+    meta_archive_model,
+)
 from metaopt.errors import UsageError
+from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_text
 
-INACTIVE = -1.0
-"""Model feature of an inactive parameter (active values are in [0, 1] or choice indices ≥ 0)."""
 N_TOTAL = 4096
 """Latent vectors used to estimate Var f."""
-GAMMA_PREFIX = "gamma."
-"""Archive columns holding γ (see :func:`metaopt.meta_archive.meta_archive`)."""
 
 
 @dataclass
@@ -83,43 +80,7 @@ class ImportanceResult:
     meta: dict[str, Any]
 
 
-# -- vectors of the space -----------------------------------------------------------------------
-
-def analyzed_parameters(space: ConfigurationSpace) -> list[str]:
-    """The parameters that can take more than one value."""
-    return [name for name, hp in space.items() if hp.size > 1]
-
-
-def _vector_value(hp: Hyperparameter, value: Any) -> float:
-    """The vector value of ``value`` (missing: the default's)."""
-    if value is None or pd.isna(value):
-        value = hp.default_value
-    if isinstance(hp, (CategoricalHyperparameter, OrdinalHyperparameter)):
-        choices = [str(c) for c in (hp.choices if isinstance(hp, CategoricalHyperparameter) else hp.sequence)]
-        if str(value) not in choices:
-            raise UsageError(f"parameter {hp.name}: value {value!r} is not one of {', '.join(choices)}")
-        return float(choices.index(str(value)))
-    return float(hp.to_vector(float(value)))
-
-
-def latent_vectors(space: ConfigurationSpace, configs: list[Mapping[str, Any]]) -> np.ndarray:
-    """One row per configuration, one column per hyperparameter (space order): its vector value, or the default's."""
-    return np.array([[_vector_value(hp, config.get(name)) for name, hp in space.items()] for config in configs],
-                    dtype=float).reshape(len(configs), len(space))
-
-
-def deactivate(space: ConfigurationSpace, latent: np.ndarray) -> np.ndarray:
-    """Latent vectors with inactive hyperparameters set to NaN.
-
-    ConfigSpace's rule: a hyperparameter is active iff all its parent conditions hold (a condition
-    on an inactive, NaN parent fails); parents precede their children in the space's order.
-    """
-    rows = np.array(latent, dtype=float).T  # ConfigSpace's vectorized conditions read hyperparameters as rows
-    for j, name in enumerate(space.keys()):
-        for condition in space.parent_conditions_of[name]:
-            rows[j, ~condition.satisfied_by_vector_array(rows)] = np.nan
-    return rows.T
-
+# -- the prior of the space ------------------------------------------------------------------
 
 class Prior:
     """The space's prior on the latent vectors: independent hyperparameters, each by its quantile function.
@@ -154,46 +115,9 @@ class Prior:
         return self.quantile(j, (np.arange(grid_size) + 0.5) / grid_size), np.full(grid_size, 1.0 / grid_size)
 
 
-# -- the model ----------------------------------------------------------------------------------
-
-class ForestModel:
-    """The random forest over encoded γ (+ instance code); per-tree predictions marginalized over instances."""
-
-    def __init__(self, space: ConfigurationSpace, parameters: list[str], n_instances: int, n_trees: int,
-                 seed: int) -> None:
-        names = list(space.keys())
-        self.columns = [names.index(p) for p in parameters]
-        self.n_instances = n_instances
-        self.forest = RandomForestRegressor(n_estimators=n_trees, oob_score=True, random_state=seed, n_jobs=1)
-
-    def features(self, vectors: np.ndarray, instances: np.ndarray | None) -> np.ndarray:
-        X = np.nan_to_num(vectors[:, self.columns], nan=INACTIVE)
-        if self.n_instances:
-            X = np.column_stack([X, instances])
-        return X.astype(np.float32)
-
-    def fit(self, vectors: np.ndarray, instances: np.ndarray | None, y: np.ndarray) -> None:
-        with warnings.catch_warnings():  # with few trees some rows are in every bootstrap: R² from the others
-            warnings.filterwarnings("ignore", "Some inputs do not have OOB scores", UserWarning)
-            self.forest.fit(self.features(vectors, instances), y)
-
-    def per_tree(self, vectors: np.ndarray, instances: np.ndarray | None) -> np.ndarray:
-        """Predictions of every tree (n_trees × n) at the given (instance, vector) pairs."""
-        X = self.features(vectors, instances)
-        return np.stack([tree.predict(X) for tree in self.forest.estimators_])
-
-    def marginal(self, vectors: np.ndarray) -> np.ndarray:
-        """Per-tree f(γ) = mean over instances of the prediction (n_trees × n)."""
-        if not self.n_instances:
-            return self.per_tree(vectors, None)
-        m, n = self.n_instances, len(vectors)
-        preds = self.per_tree(np.repeat(vectors, m, axis=0), np.tile(np.arange(m), n))
-        return preds.reshape(len(preds), n, m).mean(axis=2)
-
-
 # -- fANOVA and local importance ----------------------------------------------------------------
 
-def _grid_means(model: ForestModel, space: ConfigurationSpace, base: np.ndarray, instances: np.ndarray | None,
+def _grid_means(model: MetaArchiveModel, space: ConfigurationSpace, base: np.ndarray, instances: np.ndarray | None,
                 columns: list[int], points: np.ndarray) -> np.ndarray:
     """Per-tree mean of the prediction over ``base`` with ``columns`` set to each row of ``points`` (T × n_points)."""
     n = len(base)
@@ -203,7 +127,7 @@ def _grid_means(model: ForestModel, space: ConfigurationSpace, base: np.ndarray,
     return preds.reshape(len(preds), len(points), n).mean(axis=2)
 
 
-def fanova(model: ForestModel, prior: Prior, parameters: list[str], n_samples: int, grid_size: int,
+def fanova(model: MetaArchiveModel, prior: Prior, parameters: list[str], n_samples: int, grid_size: int,
            pairs: bool) -> pd.DataFrame:
     """Main (and pair) effects as fractions of Var f: mean and std over trees (see the module docstring)."""
     space = prior.space
@@ -234,7 +158,7 @@ def fanova(model: ForestModel, prior: Prior, parameters: list[str], n_samples: i
     return table.sort_values(["kind", "importance"], ascending=[True, False], ignore_index=True)
 
 
-def local_importance(model: ForestModel, prior: Prior, parameters: list[str], incumbent: Mapping[str, Any],
+def local_importance(model: MetaArchiveModel, prior: Prior, parameters: list[str], incumbent: Mapping[str, Any],
                      grid_size: int) -> pd.DataFrame:
     """Local parameter importance around ``incumbent`` (see the module docstring)."""
     space = prior.space
@@ -263,7 +187,7 @@ def local_importance(model: ForestModel, prior: Prior, parameters: list[str], in
 
 
 def compute_importance(archive: pd.DataFrame, space: ConfigurationSpace, objective: str,
-                       incumbent: Mapping[str, Any], seed: int, n_trees: int = 100, *, pairs: bool = True,
+                       incumbent: Mapping[str, Any], seed: int, n_trees: int = N_TREES, *, pairs: bool = True,
                        n_samples: int = 256, grid_size: int = 8, instance_column: str = "instance",
                        provenance: Mapping[str, Any] | None = None) -> ImportanceResult:
     """fANOVA and local importance of the archive's ``objective`` over ``space`` (γ in ``gamma.<name>`` columns).
@@ -271,28 +195,13 @@ def compute_importance(archive: pd.DataFrame, space: ConfigurationSpace, objecti
     ``incumbent`` is γ* (values of parameters outside ``space`` are ignored); ``provenance`` (e.g. the
     archive's path and the restriction) is stored in the result's meta data.
     """
-    if objective not in archive.columns:
-        raise UsageError(f"the archive has no column {objective!r}")
-    archive = archive[archive[objective].notna()]
-    if len(archive) < 2:
-        raise UsageError(f"the archive has {len(archive)} rows with an objective: too few to fit a model")
-    parameters = analyzed_parameters(space)
-    if not parameters:
-        raise UsageError("the space has no parameter that can take more than one value")
-    configs = [{name: row.get(GAMMA_PREFIX + name) for name in space.keys()}
-               for row in archive.to_dict(orient="records")]
-    vectors = deactivate(space, latent_vectors(space, configs))
-    instances, n_instances = None, 0
-    if instance_column in archive.columns:
-        codes, uniques = pd.factorize(archive[instance_column].astype(str))
-        instances, n_instances = codes.astype(float), len(uniques)
-    model = ForestModel(space, parameters, n_instances, n_trees, seed)
-    model.fit(vectors, instances, archive[objective].to_numpy(dtype=float))
+    model = meta_archive_model(archive, space, objective=objective, instance_column=instance_column,
+                               n_trees=n_trees, seed=seed)
+    parameters = model.parameters
     prior = Prior(space, np.random.RandomState(seed))
-    meta = {**dict(provenance or {}), "objective": objective, "n_rows": len(archive),
-            "n_configurations": len({tuple(np.nan_to_num(v, nan=INACTIVE)) for v in vectors}),
-            "n_instances": n_instances, "parameters": parameters, "seed": seed, "n_trees": n_trees,
-            "oob_r2": float(model.forest.oob_score_), "n_samples": n_samples, "n_total": N_TOTAL,
+    meta = {**dict(provenance or {}), "objective": objective, "n_rows": model.n_rows,
+            "n_configurations": model.n_configurations, "n_instances": model.n_instances,
+            "parameters": parameters, "seed": seed, "n_trees": n_trees, "oob_r2": model.oob_r2, "n_samples": n_samples, "n_total": N_TOTAL,
             "grid_size": grid_size, "pairs": pairs,
             "incumbent": {k: v for k, v in incumbent.items() if k in parameters},
             "method": "fANOVA (Hutter et al. 2014) by Monte Carlo over the space's prior with conditions, and "
@@ -308,7 +217,7 @@ def write_importance(result: ImportanceResult, out_dir: Path) -> Path:
     """Write ``<out_dir>/importance/{fanova,local}.{csv,png}`` and ``meta.json``; return that folder."""
     from metaopt.analysis.importance_plots import plot_fanova, plot_local
 
-    folder = Path(out_dir) / "importance"
+    folder = StudyStore(out_dir).importance_dir
     atomic_write_text(folder / "fanova.csv", result.fanova.to_csv(index=False))
     atomic_write_text(folder / "local.csv", result.local.to_csv(index=False))
     atomic_write_text(folder / "meta.json", json.dumps(result.meta, indent=1, default=str) + "\n")
@@ -319,14 +228,15 @@ def write_importance(result: ImportanceResult, out_dir: Path) -> Path:
 
 
 def importance_of_meta(folder: Path, restriction: str | None, meta_objective: str, out_dir: Path | None = None, *,
-                       pairs: bool = True, seed: int = 1, n_trees: int = 100) -> tuple[ImportanceResult, Path]:
+                       pairs: bool = True, seed: int = SEED, n_trees: int = N_TREES) -> tuple[ImportanceResult, Path]:
     """Importance of one finished meta-optimization: ``folder/meta/{archive.csv, gamma_star.json}`` searched in
     ``restriction`` (None: the full space); written under ``out_dir`` (default ``folder``). Returns the result
     and the folder written."""
     from metaopt.spaces.design_space import design_space
     from metaopt.spaces.restrictions import get_restriction
 
-    archive_path, star_path = folder / "meta" / "archive.csv", folder / "meta" / "gamma_star.json"
+    store = StudyStore(folder)
+    archive_path, star_path = store.archive_csv, store.gamma_star_json
     for path in (archive_path, star_path):
         if not path.exists():
             raise UsageError(f"{path} not found: is {folder} the output of a study's optimize stage?")
@@ -338,25 +248,22 @@ def importance_of_meta(folder: Path, restriction: str | None, meta_objective: st
     return result, write_importance(result, out_dir or folder)
 
 
-def importance_for_study(study_output: Path, out_dir: Path | None = None, *, pairs: bool = True, seed: int = 1,
-                         n_trees: int = 100) -> list[tuple[str | None, ImportanceResult, Path]]:
+def importance_for_study(study_output: Path, out_dir: Path | None = None, *, pairs: bool = True, seed: int = SEED,
+                         n_trees: int = N_TREES) -> list[tuple[str | None, ImportanceResult, Path]]:
     """Importance of a study's finished optimize stage, per meta-optimization: (restriction, result, folder
     written). A study with a list of restrictions has one per arm (``arms/<restriction>/``, also under
     ``out_dir``); the others one, written under ``out_dir`` (default: the study output)."""
-    from metaopt.study_spec import load_study
-
-    study_output = Path(study_output)
-    study_file = study_output / "study.yaml"
-    if not study_file.exists():
-        raise UsageError(f"{study_file} not found: is {study_output} the output of a study's optimize stage?")
-    meta_spec = load_study(study_file).spec.meta
+    store = StudyStore(study_output)
+    if not store.is_study():
+        raise UsageError(f"{store.study_file} not found: is {store.root} the output of a study's optimize stage?")
+    meta_spec = store.spec().meta
     if meta_spec is None:
-        raise UsageError(f"{study_file} has no 'meta' section: there is no meta-archive to analyse")
+        raise UsageError(f"{store.study_file} has no 'meta' section: there is no meta-archive to analyse")
     if isinstance(meta_spec.restriction, list):
-        arms = {r: (study_output / "arms" / r, out_dir / "arms" / r if out_dir else None)
+        arms = {r: (store.arm(r).root, StudyStore(out_dir).arm(r).root if out_dir else None)
                 for r in meta_spec.restriction}
     else:
-        arms = {meta_spec.restriction: (study_output, out_dir)}
+        arms = {meta_spec.restriction: (store.root, out_dir)}
     return [(restriction, *importance_of_meta(folder, restriction, meta_spec.objective, target, pairs=pairs,
                                               seed=seed, n_trees=n_trees))
             for restriction, (folder, target) in arms.items()]

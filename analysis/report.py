@@ -21,7 +21,6 @@ import html
 import json
 import math
 import numbers
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -30,14 +29,16 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from metaopt.analysis import figures
 from metaopt.analysis.anytime import budget_grid, regret_at
 from metaopt.analysis.figures import Figure
+from metaopt.analysis.meta_model import meta_archive_model
 from metaopt.analysis.stats import average_ranks, rank_test, scores_by_instance
-from metaopt.budget import Budget
+from metaopt.budget import Budget, split_spec
 from metaopt.errors import UsageError
+from metaopt.store import StudyStore
+from metaopt.study_spec import StudySpec
 from metaopt.run_io import DamagedRun, check_run, read_run
 
 TOP_TABLE_ROWS = 20
@@ -59,19 +60,7 @@ class Section:
 
 def _eval_dir(output: Path) -> Path:
     """``OUTPUT/eval``; folders written before the eval/ subfolder existed keep runs at the top level."""
-    return output / "eval" if (output / "eval").is_dir() or not (output / "runs").is_dir() else output
-
-
-_SPEC = re.compile(r"^\s*(?P<number>\d+(\.\d*)?|\.\d+)\s*(?P<suffix>[a-z]*)\s*$")
-
-
-def _split(spec: str) -> tuple[float, str]:
-    """``30dc`` -> (30.0, "dc"); UsageError when ``spec`` is no budget."""
-    match = _SPEC.match(str(spec))
-    if not match:
-        Budget.parse(spec, 1)  # raises the usual "not understood" message
-        raise UsageError(f"budget {spec!r} is not understood")
-    return float(match["number"]), match["suffix"]
+    return StudyStore(output).readable_eval_dir()
 
 
 def study_budget(spec: str, amount: float, unit: str) -> Budget:
@@ -81,7 +70,7 @@ def study_budget(spec: str, amount: float, unit: str) -> Budget:
     is resolved per instance into cost units; the report measures it in typical full-evaluation costs
     (30 for ``30dc``: the factor d is kept in the label), scaling each run's cost alike.
     """
-    number, suffix = _split(spec)
+    number, suffix = split_spec(spec)
     if suffix.endswith("c"):
         return Budget(number, "typical_cost", spec)
     return Budget(amount, unit, spec)
@@ -106,15 +95,15 @@ class Evaluation:
         return pd.DataFrame(rows)
 
 
-def _study_optimizers(study: dict[str, Any]) -> set[str] | None:
+def _study_optimizers(study: StudySpec) -> set[str] | None:
     """Names of the optimizers the study evaluates (names or variants' names); None if it does not say."""
-    listed = (study.get("evaluation") or {}).get("optimizers")
+    listed = study.evaluation.optimizers
     if not listed:
         return None
-    return {str(item["name"]) if isinstance(item, dict) else str(item) for item in listed}
+    return {item if isinstance(item, str) else item.name for item in listed}
 
 
-def load_evaluation(output: Path, study: dict[str, Any]) -> Evaluation | None:
+def load_evaluation(output: Path, study: StudySpec) -> Evaluation | None:
     """The finished runs under ``eval/runs`` of the study's optimizers (None when there are none).
 
     Runs of other optimizers, e.g. the full-budget twins behind RYC/RTC, stay out of the comparison.
@@ -149,8 +138,8 @@ def load_evaluation(output: Path, study: dict[str, Any]) -> Evaluation | None:
 
 def parse_budget(spec: str, total: Budget) -> Budget:
     """A budget given like the study's (``10d``, ``70``, ``3600s``, ``10dc``), checked against the study's ``total``."""
-    number, suffix = _split(spec)
-    total_number, total_suffix = _split(total.spec)
+    number, suffix = split_spec(spec)
+    total_number, total_suffix = split_spec(total.spec)
     if total.unit == "typical_cost" or suffix.endswith("c"):
         if suffix != total_suffix:
             raise UsageError(f"--budgets: {spec} must be in the unit of the study's budget {total.spec}")
@@ -166,13 +155,13 @@ def parse_budget(spec: str, total: Budget) -> Budget:
     return budget
 
 
-def report_budgets(study: dict[str, Any], total: Budget, requested: list[str] | None) -> list[Budget]:
+def report_budgets(study: StudySpec, total: Budget, requested: list[str] | None) -> list[Budget]:
     """The budgets of box plots and CD diagrams: ``requested``, else the study's report_budgets, else
     25 % of the budget; the full budget always comes last."""
-    specs = requested if requested else (study.get("evaluation") or {}).get("report_budgets") or []
+    specs = requested if requested else study.evaluation.report_budgets
     budgets = [parse_budget(str(s), total) for s in specs]
     if not budgets or all(b.amount == total.amount for b in budgets):
-        number, suffix = _split(total.spec)
+        number, suffix = split_spec(total.spec)
         budgets.append(Budget(total.amount / 4, total.unit, f"{number / 4:g}{suffix}"))
     budgets = sorted({b.amount: b for b in budgets if b.amount < total.amount}.values(), key=lambda b: b.amount)
     return budgets + [total]
@@ -205,23 +194,23 @@ def _text_table(df: pd.DataFrame) -> pd.DataFrame:
 
 # -- sections -----------------------------------------------------------------------------------
 
-def study_section(study: dict[str, Any], output: Path, evaluation: Evaluation | None,
+def study_section(study: StudySpec, output: Path, evaluation: Evaluation | None,
                   archive: pd.DataFrame | None) -> Section:
     """Question, description, design and answer of the study."""
     section = Section("Study")
-    if study.get("question"):
-        section.blocks.append(f"Question: {str(study['question']).strip()}")
-    if study.get("description"):
-        section.blocks.append(str(study["description"]).strip())
-    design = [f"Benchmark {study.get('benchmark')}, budget {study.get('budget', '30d')} per optimizer run."]
-    meta = study.get("meta")
+    if study.question:
+        section.blocks.append(f"Question: {study.question.strip()}")
+    if study.description:
+        section.blocks.append(study.description.strip())
+    design = [f"Benchmark {study.benchmark}, budget {study.budget} per optimizer run."]
+    meta = study.meta
     if meta is not None:
         training = f"{archive['instance'].nunique()} " if archive is not None else ""
-        design.append(f"Meta-optimization: SMAC over {training}training instances, {meta.get('trials', 100)} trials "
+        design.append(f"Meta-optimization: SMAC over {training}training instances, {meta.trials} trials "
                       f"per meta-seed, "
-                      f"meta-seeds {meta.get('seeds', 1)}, design space {meta.get('restriction') or 'full'}, "
-                      f"objective {meta.get('objective', 'regret')}.")
-    ev = study.get("evaluation") or {}
+                      f"meta-seeds {meta.seeds}, design space {meta.restriction or 'full'}, "
+                      f"objective {meta.objective}.")
+    ev = study.evaluation
     if evaluation is not None:
         runs = evaluation.runs
         design.append(f"Held-out evaluation: {runs['optimizer'].nunique()} optimizers "
@@ -229,13 +218,14 @@ def study_section(study: dict[str, Any], output: Path, evaluation: Evaluation | 
                       f"{_count_of(runs['seed'].nunique(), 'seed')} = {len(runs)} finished runs"
                       + (f", {evaluation.n_failed} failed" if evaluation.n_failed else "") + ".")
     elif ev:
-        design.append(f"Held-out evaluation of {', '.join(map(str, ev.get('optimizers', [])))}: no finished run yet.")
+        names = [o if isinstance(o, str) else o.name for o in ev.optimizers]
+        design.append(f"Held-out evaluation of {', '.join(names)}: no finished run yet.")
     section.blocks.append("Design: " + " ".join(design))
     # The authors' reading (the study file's ``answer``), then what the stored results say (answer.md).
-    interpretation = str(study.get("answer") or "").strip()
+    interpretation = study.answer.strip()
     if interpretation:
         section.blocks.append(f"Answer: {interpretation}")
-    answer_file = output / "answer.md"
+    answer_file = StudyStore(output).answer_file
     measured = answer_file.read_text().strip() if answer_file.exists() else ""
     if measured:
         section.blocks.append(f"{'Measured' if interpretation else 'Answer'}: {measured}")
@@ -302,16 +292,16 @@ def _cell(values: list[Any]) -> str:
     return fmt(head) + (f" [{', '.join(others)}]" if others else "")
 
 
-def gamma_table(study: dict[str, Any], star: dict[str, Any] | None, archive: pd.DataFrame | None,
+def gamma_table(study: StudySpec, star: dict[str, Any] | None, archive: pd.DataFrame | None,
                 evaluation: Evaluation | None) -> Table | None:
     """Paper 004 Table 5 style: rows = parameters, columns = γ* of this study and the evaluated presets."""
     from metaopt.spaces.design_space import design_space
 
     columns: dict[str, list[dict[str, Any]]] = {}
-    name = study.get("name", "study")
+    name = study.name
     if star is not None:
         winners = _per_seed_winners(archive) if archive is not None and archive["meta_seed"].nunique() > 1 else []
-        columns[f"γ* ({name}, {study.get('benchmark')})"] = [star["config"]] + winners
+        columns[f"γ* ({name}, {study.benchmark})"] = [star["config"]] + winners
     columns.update({opt: [cfg] for opt, cfg in _design_configs(evaluation).items() if opt != "gamma_star"
                     or star is None})
     if not columns:
@@ -319,7 +309,7 @@ def gamma_table(study: dict[str, Any], star: dict[str, Any] | None, archive: pd.
     order = list(design_space())
     params = sorted({p for configs in columns.values() for p in configs[0]},
                     key=lambda p: (order.index(p) if p in order else len(order), p))
-    forced = _forced_parameters((study.get("meta") or {}).get("restriction")) if star is not None else set()
+    forced = _forced_parameters(study.meta.restriction if study.meta else None) if star is not None else set()
     rows = []
     for param in params:
         row = {"parameter": _shown(param, 0.0)[0]}
@@ -341,27 +331,17 @@ def gamma_table(study: dict[str, Any], star: dict[str, Any] | None, archive: pd.
 
 
 def _surrogate_scores(archive: pd.DataFrame, configs: pd.DataFrame, space) -> pd.Series:
-    """Each configuration's mean objective over all training instances as a random forest predicts it
-    from (γ on its unit scale, instance): configurations seen on few instances are compared fairly."""
-    from sklearn.ensemble import RandomForestRegressor
-
-    encoded = pd.DataFrame({p: figures.unit_position(configs[p], space[p] if p in space else None)[0]
-                            for p in configs.columns}, index=configs.index).fillna(-1.0)
-    instances = sorted(archive["instance"].astype(str).unique())
-    onehot = pd.get_dummies(pd.Categorical(archive["instance"].astype(str), categories=instances), dtype=float)
-    X = np.hstack([encoded.loc[archive["hash"]].to_numpy(), onehot.to_numpy()])
-    forest = RandomForestRegressor(n_estimators=200, min_samples_leaf=2, random_state=0).fit(X, archive["objective"])
-    one_instance = np.eye(len(instances))
-    predictions = [forest.predict(np.hstack([encoded.to_numpy(), np.tile(one_instance[i], (len(encoded), 1))]))
-                   for i in range(len(instances))]
-    return pd.Series(np.mean(predictions, axis=0), index=encoded.index)
+    """Each configuration's mean objective over all training instances as the meta-archive's random forest
+    (:mod:`metaopt.analysis.meta_model`) predicts it: configurations seen on few instances are compared fairly."""
+    mean, _ = meta_archive_model(archive, space).predict(configs.to_dict(orient="records"))
+    return pd.Series(mean, index=configs.index)
 
 
-def meta_section(study: dict[str, Any], output: Path, evaluation: Evaluation | None) -> Section | None:
+def meta_section(study: StudySpec, output: Path, evaluation: Evaluation | None) -> Section | None:
     """γ* (Table 5 style) and the beeswarm of the meta-archive's top configurations (Fig. 1)."""
     from metaopt.spaces.design_space import design_space
 
-    archive_path, star_path = output / "meta" / "archive.csv", output / "meta" / "gamma_star.json"
+    archive_path, star_path = StudyStore(output).archive_csv, StudyStore(output).gamma_star_json
     archive = pd.read_csv(archive_path) if archive_path.exists() else None
     star = json.loads(star_path.read_text()) if star_path.exists() else None
     table = gamma_table(study, star, archive, evaluation)
@@ -389,10 +369,10 @@ def meta_section(study: dict[str, Any], output: Path, evaluation: Evaluation | N
     return section
 
 
-def _base_caption(study: dict[str, Any], runs: pd.DataFrame, budget: Budget) -> str:
+def _base_caption(study: StudySpec, runs: pd.DataFrame, budget: Budget) -> str:
     shown = (f"{budget.spec} (in typical full-evaluation costs of each instance)" if budget.unit == "typical_cost"
              else str(budget))
-    return (f"{study.get('benchmark')}: {runs['instance'].nunique()} held-out instances × "
+    return (f"{study.benchmark}: {runs['instance'].nunique()} held-out instances × "
             f"{_count_of(runs['seed'].nunique(), 'seed')}, budget {shown}, {runs['optimizer'].nunique()} optimizers")
 
 
@@ -430,7 +410,7 @@ def _summary_table(runs: pd.DataFrame, scores: dict[str, pd.DataFrame], total: B
                  f"{base}.", summary.reset_index(names="optimizer"))
 
 
-def evaluation_sections(study: dict[str, Any], output: Path, evaluation: Evaluation, budgets: list[Budget],
+def evaluation_sections(study: StudySpec, output: Path, evaluation: Evaluation, budgets: list[Budget],
                         alpha: float) -> list[Section]:
     """The held-out evaluation (table, anytime, box plots), its statistical comparison, cost and termination."""
     runs, total = evaluation.runs, evaluation.budget
@@ -442,7 +422,7 @@ def evaluation_sections(study: dict[str, Any], output: Path, evaluation: Evaluat
                "typical_cost": "cost spent (typical full-evaluation costs of the instance"
                                + (" × d)" if total.spec.endswith("dc") else ")")}[total.unit]
     held_out = Section("Held-out evaluation", [_summary_table(runs, scores, total, base), figures.anytime(
-        anytime_curves(evaluation, str(study.get("benchmark"))), palette, x_label,
+        anytime_curves(evaluation, study.benchmark), palette, x_label,
         f"Mean normalized regret of the incumbent vs budget spent (log axis): mean over seeds per instance, then "
         f"mean ± 1 s.e. over instances. {base}.")])
     if scores:
@@ -597,7 +577,7 @@ ABLATION_VARIANTS = {
 def ablation_sections(output: Path) -> list[Section]:
     """One section per ``ablation/<name>/``: each variant's plot and table (path, ofat, loco) that exists."""
     sections = []
-    for folder in sorted(p for p in (output / "ablation").glob("*") if p.is_dir()):
+    for folder in sorted(p for p in StudyStore(output).ablations_dir.glob("*") if p.is_dir()):
         caption = _ablation_caption(_read_json(folder / "meta.json"))
         blocks: list[Figure | Table | None] = []
         for variant, (title, explain) in ABLATION_VARIANTS.items():
@@ -613,7 +593,7 @@ def ablation_sections(output: Path) -> list[Section]:
 
 def importance_section(output: Path, title: str = "Parameter importance") -> Section | None:
     """fANOVA and local parameter importance from ``<output>/importance/``, when present."""
-    folder = output / "importance"
+    folder = StudyStore(output).importance_dir
     tag = "" if title == "Parameter importance" else f"_{output.name}"  # figure names unique per arm
     caption = _importance_caption(_read_json(folder / "meta.json"))
     blocks = [_stored_figure(folder / "fanova.png", f"importance_fanova{tag}", "fANOVA importance",
@@ -691,12 +671,12 @@ def build_sections(output: Path, alpha: float = 0.05, budgets: list[str] | None 
     """The report's title and sections from what ``output`` holds."""
     if not output.is_dir():
         raise UsageError(f"no such output folder: {output}")
-    study_file = output / "study.yaml"
-    if not study_file.exists():
+    store = StudyStore(output)
+    if not store.is_study():
         raise UsageError(f"{output} holds no study results (no study.yaml; run `metaopt study run STUDY` first)")
-    study = yaml.safe_load(study_file.read_text()) or {}
+    study = store.spec()
     evaluation = load_evaluation(output, study)
-    archive_path = output / "meta" / "archive.csv"
+    archive_path = store.archive_csv
     if evaluation is None and not archive_path.exists():
         raise UsageError(f"{output} holds no finished runs yet (no eval/runs/*/*/seed-*/summary.json, "
                          f"no meta/archive.csv)")
@@ -710,10 +690,10 @@ def build_sections(output: Path, alpha: float = 0.05, budgets: list[str] | None 
         sections += evaluation_sections(study, output, evaluation, chosen, alpha)
     sections += ablation_sections(output)
     # one importance section for a single meta-optimization, one per restriction arm otherwise
-    importance = [importance_section(output)] + [importance_section(arm, f"Parameter importance: {arm.name}")
-                                                 for arm in sorted((output / "arms").glob("*")) if arm.is_dir()]
+    importance = [importance_section(output)] + [importance_section(arm.root, f"Parameter importance: {arm.name}")
+                                                 for arm in store.stored_arms()]
     sections += [s for s in importance if s is not None]
-    return f"Study report: {study.get('name', output.name)}", sections
+    return f"Study report: {study.name}", sections
 
 
 def write_report(output: Path, alpha: float = 0.05, budgets: list[str] | None = None) -> Path:
@@ -726,7 +706,7 @@ def write_report(output: Path, alpha: float = 0.05, budgets: list[str] | None = 
 
     write_answer(Path(output), alpha)
     title, sections = build_sections(Path(output), alpha, budgets)
-    target = Path(output) / "report"
+    target = StudyStore(output).report_dir
     staging = Path(tempfile.mkdtemp(dir=output, prefix=".report-"))
     try:
         (staging / "figures").mkdir()

@@ -42,7 +42,8 @@ from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.executor import Executor
 from metaopt.run_io import jsonable
-from metaopt.store_utils import atomic_write_text, read_json_file
+from metaopt.store import StudyStore
+from metaopt.store_utils import atomic_write_text
 
 Estimate = Callable[[list[Gamma]], list[tuple[float, float]]]
 ESTIMATORS = ("evaluated", "surrogate")
@@ -325,37 +326,20 @@ def check_choices(field_name: str, values: Sequence[str], allowed: Sequence[str]
             raise UsageError(f"{field_name}: {value!r} is not allowed; allowed: {', '.join(allowed)}")
 
 
-def resolve_endpoint(text: str, field_name: str, fidelity: Any, study_output: Path | None) -> Endpoint:
-    """``gamma_star`` (of ``study_output``), a preset name, or a JSON file (a γ, or an object with "config").
-
-    Called before any work (``metaopt ablate``, and when a study is loaded); every problem is a
-    UsageError starting with ``field_name``.
+def resolve_endpoint(text: str, field_name: str, fidelity: Any,
+                     gamma_stars: Mapping[str, Gamma | None] | None = None, pending: bool = False,
+                     gamma_star_hint: str = "") -> Endpoint:
+    """Called before any work (``metaopt ablate``, a study's ablate stage, and when a study is loaded):
+    the endpoint ``text`` names, in the vocabulary of :func:`metaopt.spaces.resolve.resolve_optimizer`
+    (a preset, ``gamma_star[:<restriction>]`` of ``gamma_stars``, or a JSON file; peers have no
+    configuration to ablate). Every problem is a UsageError starting with ``field_name``; the
+    endpoint's name has ``-`` for ``:`` (it becomes part of a folder name).
     """
-    from metaopt.spaces.design_space import validate
-    from metaopt.spaces.presets import PRESETS, get_preset
+    from metaopt.spaces.resolve import resolve_optimizer
 
-    if text == "gamma_star":
-        path = study_output / "meta" / "gamma_star.json" if study_output else None
-        if path is None or not path.exists():
-            raise UsageError(f"{field_name} gamma_star: needs --study-output DIR with meta/gamma_star.json"
-                             + (f" (not found: {path})" if path else ""))
-        name, data = "gamma_star", read_json_file(path, field_name)
-    elif text in PRESETS:
-        return Endpoint(text, get_preset(text).config(fidelity))
-    elif Path(text).suffix == ".json" or Path(text).exists():
-        path = Path(text)
-        name, data = path.stem, read_json_file(path, field_name)
-    else:
-        raise UsageError(f"{field_name}: unknown optimizer {text!r}; allowed: gamma_star, a preset "
-                         f"({', '.join(PRESETS)}) or FILE.json")
-    if isinstance(data, dict) and isinstance(data.get("config"), dict):
-        data = data["config"]
-    if not isinstance(data, dict):
-        raise UsageError(f"{field_name}: {path} must hold a JSON object of design-space parameters")
-    try:
-        return Endpoint(name, validate(data))
-    except UsageError as err:
-        raise UsageError(f"{field_name}: {path}: {err}") from None
+    resolved = resolve_optimizer(text, fidelity, field_name, gamma_stars=gamma_stars, files=True, pending=pending,
+                                 gamma_star_hint=gamma_star_hint)
+    return Endpoint(resolved.name.replace(":", "-"), resolved.config)
 
 
 def _claim(folder: Path, identity: dict[str, Any]) -> dict[str, Any]:
@@ -381,7 +365,8 @@ def run_ablation(spec: AblationSpec, output: Path, executor: Executor | None = N
 
     check_choices("estimator", [spec.estimator], ESTIMATORS)
     check_choices("variant", spec.variants, VARIANTS)
-    folder = output / "ablation" / spec.folder_name
+    store = StudyStore(output)
+    folder = store.ablation_dir(spec.folder_name)
     identity = {"benchmark": spec.benchmark, "estimator": spec.estimator,
                 "budget": spec.budget.spec if spec.budget else None,
                 "source": {"name": spec.source.name, "config": spec.source.config},
@@ -390,7 +375,7 @@ def run_ablation(spec: AblationSpec, output: Path, executor: Executor | None = N
     if spec.estimator == "evaluated":
         if not spec.instances or not spec.seeds or spec.budget is None:
             raise UsageError("estimator evaluated: needs instances, seeds and a budget")
-        estimator = EvaluatedEstimator(folder / "runs", spec.benchmark, list(spec.instances), list(spec.seeds),
+        estimator = EvaluatedEstimator(store.ablation_runs_dir(spec.folder_name), spec.benchmark, list(spec.instances), list(spec.seeds),
                                        spec.budget, executor or Executor(), spec.race, spec.yahpo_data, quiet)
     else:
         if spec.archive is None or not spec.archive.exists():

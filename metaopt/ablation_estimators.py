@@ -13,15 +13,13 @@ lowest mean) by a one-sided paired t-test over instances on the per-instance mea
 (H1: the candidate's regret is higher), α = 0.05, no multiplicity correction; candidates for
 which H1 is accepted get no further seeds. Needs at least 2 instances; the best is never dropped.
 
-``SurrogateEstimator`` predicts from a random forest fitted on a study's meta-archive
-(``meta/archive.csv``: one row per meta-trial γ × instance × seed with its meta-objective).
-Features: the design-space parameters (numeric ones as ConfigSpace vector values in [0, 1],
-inactive → −1; categoricals one-hot, inactive → all zero) and the instance (one-hot); features
-constant in the archive and crashed trials are left out. A candidate's estimate is the prediction
-averaged over the archive's instances; its s.e. is the standard deviation of that average across
-the trees (the forest's own uncertainty). Configurations outside the archive's support (a value, or an active/inactive
-state, never seen in the archive; numeric values more than :data:`SUPPORT_MARGIN` beyond the
-archive's range) are extrapolations and are named in ``note``.
+``SurrogateEstimator`` predicts from the model of a study's meta-archive
+(``meta/archive.csv``: one row per meta-trial γ × instance × seed with its meta-objective), the random
+forest of :mod:`metaopt.analysis.meta_model` over the design space: the estimate of a candidate is
+the forest's prediction averaged over the archive's instances, its s.e. the standard deviation of
+that average across the trees (the forest's own uncertainty). Configurations outside the archive's
+support (a value, or an active/inactive state, never seen in the archive; numeric values more than
+:data:`SUPPORT_MARGIN` beyond the archive's range) are extrapolations and are named in ``note``.
 """
 
 from __future__ import annotations
@@ -37,11 +35,13 @@ from ConfigSpace import ConfigurationSpace
 from ConfigSpace.hyperparameters import CategoricalHyperparameter, NumericalHyperparameter, OrdinalHyperparameter
 from tqdm import tqdm
 
+from metaopt.analysis.meta_model import N_TREES, SEED, MetaArchiveModel, meta_archive_model
 from metaopt.budget import Budget
 from metaopt.executor import Executor
 from metaopt.meta import meta_objective
 from metaopt.meta_archive import CRASH_OBJECTIVE, gamma_hash
 from metaopt.run_io import jsonable
+from metaopt.store import RUN_RECORD_GLOB, run_record_file
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
 
@@ -70,7 +70,7 @@ class EvaluatedEstimator:
         self.yahpo_data, self.quiet = yahpo_data, quiet
         self.references = {i: get_reference(bench, i) for i in self.instances}
         self.records: dict[tuple[str, str, int], dict[str, Any]] = {}
-        for path in sorted(store.glob("*/*/seed-*.json")):
+        for path in sorted(Path(store).glob(RUN_RECORD_GLOB)):
             try:  # one atomically written file per run: damage means someone changed it
                 record = json.loads(path.read_text())
             except ValueError:
@@ -137,7 +137,7 @@ class EvaluatedEstimator:
                 record.update(status="failed", regret=CRASH_OBJECTIVE, traceback=outcome.error)
                 tqdm.write(f"ablation run failed: {spec.optimizer} {spec.instance} seed {spec.seed}: "
                            f"{outcome.error.strip().splitlines()[-1]}")
-            atomic_write_text(self.store / spec.optimizer / spec.instance / f"seed-{spec.seed}.json",
+            atomic_write_text(run_record_file(self.store, spec.optimizer, spec.instance, spec.seed),
                               json.dumps(jsonable(record), indent=1) + "\n")
             self.records[(spec.optimizer, spec.instance, spec.seed)] = record
 
@@ -155,55 +155,29 @@ class EvaluatedEstimator:
 
 
 class SurrogateEstimator:
-    """Estimates by a random forest fitted on a meta-archive (module docstring)."""
+    """Estimates by the random forest of a meta-archive (module docstring)."""
 
-    def __init__(self, archive: pd.DataFrame, space: ConfigurationSpace | None = None, n_trees: int = 500,
-                 seed: int = 0) -> None:
-        from sklearn.ensemble import RandomForestRegressor
-
+    def __init__(self, archive: pd.DataFrame, space: ConfigurationSpace | None = None, n_trees: int = N_TREES,
+                 seed: int = SEED) -> None:
         from metaopt.spaces.design_space import design_space, validate
 
         self.space = space if space is not None else design_space()
         self.hps = [hp for hp in self.space.values()
                     if isinstance(hp, (CategoricalHyperparameter, OrdinalHyperparameter, NumericalHyperparameter))]
-        trials = archive[archive["status"] == "ok"].reset_index(drop=True)
-        if trials.empty:
-            raise ValueError("the meta-archive has no successful trial to fit a surrogate on")
-        columns = [c for c in trials.columns if c.startswith("gamma.")]
-        gammas: dict[str, Gamma] = {}
-        for h, row in trials.drop_duplicates("hash").set_index("hash")[columns].iterrows():
-            gammas[h] = validate({c[len("gamma."):]: (v.item() if hasattr(v, "item") else v)
-                                  for c, v in row.items() if not pd.isna(v)}, self.space)
-        self.instances = sorted(trials["instance"].astype(str).unique())
-        X = np.array([self._features(gammas[h], str(i)) for h, i in zip(trials["hash"], trials["instance"])])
-        self.varying = X.min(axis=0) < X.max(axis=0)  # constant features cannot be split on: left out
-        self.forest = RandomForestRegressor(n_estimators=n_trees, max_features=0.5, oob_score=True,
-                                            random_state=seed, n_jobs=1)
-        self.forest.fit(X[:, self.varying], trials["objective"].to_numpy(dtype=float))
-        self.n_rows, self.n_configs = len(trials), len(gammas)
-        self.seen = {hp.name: [g.get(hp.name) for g in gammas.values()] for hp in self.hps}
+        self.model: MetaArchiveModel = meta_archive_model(archive, self.space, n_trees=n_trees, seed=seed)
+        columns = [c for c in archive.columns if c.startswith("gamma.")]
+        gammas = [validate({c[len("gamma."):]: (v.item() if hasattr(v, "item") else v)
+                            for c, v in row.items() if not pd.isna(v)}, self.space)
+                  for _, row in archive.drop_duplicates("hash")[columns].iterrows()]
+        self.seen = {hp.name: [g.get(hp.name) for g in gammas] for hp in self.hps}
 
     @classmethod
     def from_archive(cls, path: Path) -> SurrogateEstimator:
         return cls(pd.read_csv(path))
 
-    def _features(self, config: Gamma, instance: str) -> list[float]:
-        row: list[float] = []
-        for hp in self.hps:
-            value = config.get(hp.name)
-            if isinstance(hp, NumericalHyperparameter):
-                row.append(-1.0 if value is None else float(hp.to_vector(value)))
-            else:
-                choices = hp.choices if isinstance(hp, CategoricalHyperparameter) else hp.sequence
-                row += [float(value is not None and value == c) for c in choices]
-        return row + [float(instance == i) for i in self.instances]
-
     def __call__(self, configs: list[Gamma]) -> list[tuple[float, float]]:
-        X = np.array([self._features(c, i) for c in configs for i in self.instances], dtype=np.float32)
-        X = np.ascontiguousarray(X[:, self.varying])
-        per_tree = np.stack([tree.predict(X, check_input=False) for tree in self.forest.estimators_])
-        per_tree = per_tree.reshape(len(per_tree), len(configs), len(self.instances)).mean(axis=2)
-        return [(float(m), float(s)) for m, s in zip(per_tree.mean(axis=0), per_tree.std(axis=0))]
+        mean, std = self.model.predict(configs)
+        return [(float(m), float(s)) for m, s in zip(mean, std)]
 
     def note(self, config: Gamma) -> str:
         """The parameters of ``config`` outside the archive's support (parents only: a child whose
@@ -228,7 +202,4 @@ class SurrogateEstimator:
         return "extrapolates (never in the archive): " + ", ".join(shown) if shown else ""
 
     def describe(self) -> dict[str, Any]:
-        return {"instances": self.instances, "seeds": None,
-                "surrogate": {"model": "sklearn RandomForestRegressor", "n_trees": len(self.forest.estimators_),
-                              "n_rows": self.n_rows, "n_configurations": self.n_configs,
-                              "oob_r2": float(self.forest.oob_score_)}}
+        return {"instances": self.model.instances, "seeds": None, "surrogate": self.model.describe()}

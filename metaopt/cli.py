@@ -21,7 +21,7 @@ from typing import Any, Callable, NoReturn, Sequence
 import pandas as pd
 
 from metaopt.errors import UsageError
-from metaopt.store_utils import check_writable, read_json_file
+from metaopt.store_utils import check_writable
 
 EXIT_USAGE = 2
 
@@ -64,28 +64,18 @@ def _print_table(df: pd.DataFrame) -> None:
         print(df.to_string(index=False))
 
 
-def _load_config_file(path: str) -> dict[str, Any]:
-    data = read_json_file(path, "--config")
-    if not isinstance(data, dict):
-        raise UsageError(f"--config: {path} must hold a JSON object of design-space parameters")
-    return data
-
-
 def _resolve_optimizer(args: argparse.Namespace, fidelity: Any) -> tuple[str, dict[str, Any]]:
-    from metaopt.spaces.design_space import validate
-    from metaopt.spaces.presets import get_preset
+    """``--optimizer NAME`` (a preset or a JSON file) or ``--config FILE``: the name and configuration to run."""
+    from metaopt.spaces.resolve import read_config_file, resolve_optimizer
 
     if args.config and args.optimizer:
         raise UsageError("give either --optimizer NAME or --config FILE, not both")
     if args.config:
-        try:
-            return Path(args.config).stem, validate(_load_config_file(args.config))
-        except UsageError as err:
-            message = str(err)
-            raise UsageError(message if message.startswith("--config") else f"--config {args.config}: {message}") from None
+        return Path(args.config).stem, read_config_file(args.config, "--config")
     if not args.optimizer:
         raise UsageError("one of --optimizer NAME or --config FILE is required")
-    return args.optimizer, get_preset(args.optimizer).config(fidelity)
+    resolved = resolve_optimizer(args.optimizer, fidelity, "--optimizer")
+    return resolved.name, resolved.config
 
 
 # -- commands -----------------------------------------------------------------------------------
@@ -303,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("schedule", "show the bracket/stage plan an optimizer uses on a benchmark", cmd_schedule),
     ]:
         p = sub.add_parser(cmd, help=helptext)
-        p.add_argument("--optimizer", metavar="NAME", help="a preset name (see `metaopt presets`)")
+        p.add_argument("--optimizer", metavar="NAME", help="a preset name (see `metaopt presets`) or a JSON file")
         p.add_argument("--config", metavar="FILE", help="a design-space configuration as a JSON object")
         p.add_argument("--benchmark", required=True, help="e.g. yahpo:lcbench or synthetic:mlp")
         if cmd == "run":
@@ -410,13 +400,14 @@ def _add_report_parser(sub: Any) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from metaopt.analysis.report import write_report
 
+    from metaopt.store import StudyStore
     from metaopt.store_utils import output_lock
 
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {args.alpha}")
     output = Path(args.output_dir)
     # Not a study's output folder: write_report says so and writes nothing (not even the lock file).
-    with output_lock(output) if (output / "study.yaml").exists() else nullcontext():
+    with output_lock(output) if StudyStore(output).is_study() else nullcontext():
         folder = write_report(output, alpha=args.alpha, budgets=args.budgets)
     figures = len(list((folder / "figures").glob("*.png")))
     print(f"wrote {folder / 'report.html'} (self-contained) and {folder / 'report.md'} with {figures} figures "
@@ -439,12 +430,13 @@ def _add_importance_parser(sub: Any) -> None:
 def cmd_importance(args: argparse.Namespace) -> None:
     from metaopt.analysis.importance import importance_for_study
 
+    from metaopt.store import StudyStore
     from metaopt.store_utils import output_lock
 
     if args.out:
         check_writable(args.out, "--out", folder=True)
     # Not a study's output folder: importance_for_study says so and writes nothing (not even the lock file).
-    is_study = (Path(args.study_output) / "study.yaml").exists()
+    is_study = StudyStore(args.study_output).is_study()
     with output_lock(Path(args.out or args.study_output)) if is_study else nullcontext():
         arms = importance_for_study(Path(args.study_output), Path(args.out) if args.out else None,
                                     pairs=args.pairs, seed=args.seed, n_trees=args.trees)
@@ -501,8 +493,9 @@ def cmd_ablate(args: argparse.Namespace) -> None:
     from metaopt.benchmarks import get_benchmark
     from metaopt.budget import Budget
     from metaopt.executor import make_executor
+    from metaopt.spaces.resolve import read_config_file
+    from metaopt.store import StudyStore
     from metaopt.store_utils import output_lock
-    from metaopt.study_spec import load_study
 
     check_writable(args.out, "--out", folder=True)
     check_choices("--estimator", [args.estimator], ESTIMATORS)
@@ -515,14 +508,21 @@ def cmd_ablate(args: argparse.Namespace) -> None:
     if study_output is not None:
         if not study_output.is_dir():
             raise UsageError(f"--study-output: no such folder: {study_output}")
-        if (study_output / "study.yaml").exists():
-            study = load_study(study_output / "study.yaml").spec
+        if StudyStore(study_output).is_study():
+            study = StudyStore(study_output).spec()
             if get_benchmark(study.benchmark, args.yahpo_data).name != bench.name:
                 raise UsageError(f"--benchmark: {bench.name} is not the benchmark of {study_output} ({study.benchmark})")
             study_budget = study.budget
+    stars = None  # no study: no gamma_star
+    if study_output is not None:
+        star_file = StudyStore(study_output).gamma_star_json
+        wanted = star_file.exists() and "gamma_star" in (args.source, args.target)
+        stars = {"gamma_star": read_config_file(star_file, "--study-output") if wanted else None}
+    hint = "give --study-output DIR with meta/gamma_star.json" + (f"; not found: {star_file}" if stars else "")
     common = dict(benchmark=bench.name, estimator=args.estimator, variants=variants, yahpo_data=args.yahpo_data,
-                  name=args.name, source=resolve_endpoint(args.source, "--from", bench.fidelity, study_output),
-                  target=resolve_endpoint(args.target, "--to", bench.fidelity, study_output))
+                  name=args.name,
+                  source=resolve_endpoint(args.source, "--from", bench.fidelity, stars, gamma_star_hint=hint),
+                  target=resolve_endpoint(args.target, "--to", bench.fidelity, stars, gamma_star_hint=hint))
     if args.estimator == "surrogate":
         given = [flag for flag, value in [("--instances", args.instances), ("--limit", args.limit),
                                           ("--seeds", args.seeds), ("--budget", args.budget), ("--race", args.race)]
@@ -533,7 +533,7 @@ def cmd_ablate(args: argparse.Namespace) -> None:
         if study_output is None:
             raise UsageError("--estimator surrogate: needs --study-output DIR with meta/archive.csv")
         spec = AblationSpec(**common, budget=Budget.parse(study_budget, bench.d) if study_budget else None,
-                            archive=study_output / "meta" / "archive.csv")
+                            archive=StudyStore(study_output).archive_csv)
         with output_lock(Path(args.out)):
             tables = run_ablation(spec, Path(args.out), None, args.quiet)
     else:
@@ -565,12 +565,14 @@ def cmd_presets(args: argparse.Namespace) -> None:
                                    for p in PRESETS.values()]))
         return
     from metaopt.benchmarks import get_benchmark
-    from metaopt.spaces.presets import get_preset
+    from metaopt.spaces.resolve import resolve_optimizer
 
-    preset = get_preset(args.name)
     bench = get_benchmark(args.benchmark, args.yahpo_data)
-    print(f"{preset.name}: {preset.description} ({preset.reference}); as used on {bench.name}", file=sys.stderr)
-    print(json.dumps(preset.config(bench.fidelity), indent=1))
+    resolved = resolve_optimizer(args.name, bench.fidelity, "presets show")
+    preset = PRESETS.get(args.name)
+    about = f"{preset.description} ({preset.reference})" if preset else f"the configuration in {args.name}"
+    print(f"{resolved.name}: {about}; as used on {bench.name}", file=sys.stderr)
+    print(json.dumps(resolved.config, indent=1))
 
 
 def _space(restrict: str | None):

@@ -37,7 +37,9 @@ from metaopt.executor import Executor
 from metaopt.loop import run as run_loop
 from metaopt.references import Reference
 from metaopt.spaces.design_space import without_stopping
+from metaopt.spaces.resolve import optimizer_name, resolve_optimizer
 from metaopt.run_io import UNFINISHED, check_run, read_run, write_run
+from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
 
@@ -50,15 +52,6 @@ class OptimizerEntry:
     config: dict[str, Any] | None = None
     peer: str | None = None
     skipped: str | None = None
-
-
-def optimizer_name(entry: Any) -> str:
-    """The name of an optimizer list entry: the string itself, or a variant's ``name``."""
-    return entry if isinstance(entry, str) else entry.name
-
-
-def _is_gamma_star(entry: Any) -> bool:
-    return isinstance(entry, str) and entry.startswith("gamma_star")
 
 
 def _check_unique(names: list[Any], field: str) -> None:
@@ -81,70 +74,39 @@ def check_optimizers(names: list[Any], bench: Benchmark, gamma_star_names: Colle
     ``gamma_star_from``); they need not be computed yet. Peers are checked by name only (whether
     their library is installed is reported when the evaluation runs).
     """
+    from metaopt.peers import PEERS
+
     _check_unique(names, field)
+    pending = dict.fromkeys(gamma_star_names)
     for k, entry in enumerate(names):
-        if not _is_gamma_star(entry):
-            _resolve_one(k, entry, bench, field, peer_status=False)
-        elif entry not in gamma_star_names:
-            known = ", ".join(gamma_star_names) or "none (the study has no meta section and no evaluation.gamma_star_from)"
-            raise UsageError(f"field '{field}[{k}]': {entry!r} is not a gamma* of this study; known: {known}")
+        resolve_optimizer(entry, bench.fidelity, f"field '{field}[{k}]'", gamma_stars=pending, peers=PEERS,
+                          files=False, pending=True,
+                          gamma_star_hint="" if pending else "the study has no meta section and no "
+                                                             "evaluation.gamma_star_from")
 
 
-def resolve_optimizers(names: list[Any], bench: Benchmark, gamma_stars: dict[str, dict[str, Any]],
+def resolve_optimizers(names: list[Any], bench: Benchmark, gamma_stars: Mapping[str, dict[str, Any] | None],
                        field: str = "optimizers") -> list[OptimizerEntry]:
-    """Optimizer names and variants to entries; unavailable peers are marked skipped.
+    """Called by the evaluation stage: optimizer names and variants to entries; unavailable peers are
+    marked skipped.
 
-    A name is ``gamma_star`` (or ``gamma_star:<restriction>``: a key of ``gamma_stars``), a preset
-    or a peer. A variant (an object with ``name`` and ``preset``
-    or ``config``, plus ``set`` overrides; see :class:`metaopt.study.OptimizerVariant`) is a
-    configuration defined in the study, e.g. a preset with another stopping rule. A name given
-    twice is a UsageError.
+    A name is ``gamma_star`` or ``gamma_star:<restriction>`` (a key of ``gamma_stars``, the study's
+    γ*'s; None where the meta-optimization has not finished, which is an error here), a preset or a
+    peer; a variant is a configuration defined in the study (:func:`metaopt.spaces.resolve.resolve_optimizer`).
+    A name given twice is a UsageError.
     """
+    from metaopt import peers  # imports the peer libraries' adapters only when needed
+
     _check_unique(names, field)
     entries = []
     for k, name in enumerate(names):
-        if not _is_gamma_star(name):
-            entries.append(_resolve_one(k, name, bench, field, peer_status=True))
-        elif name in gamma_stars:
-            entries.append(OptimizerEntry(name, config=gamma_stars[name]))
-        else:
-            raise UsageError(f"field '{field}[{k}]': optimizer {name!r} needs a finished meta-optimization "
-                             f"(run `metaopt optimize STUDY` first){'' if ':' in name else ' or evaluation.gamma_star_from'}")
+        hint = "run `metaopt optimize STUDY` first" + ("" if ":" in str(name) else " or set evaluation.gamma_star_from")
+        resolved = resolve_optimizer(name, bench.fidelity, f"field '{field}[{k}]'", gamma_stars=gamma_stars,
+                                     peers=peers.PEERS, files=False, gamma_star_hint=hint)
+        status = peers.peer_status()[resolved.peer] if resolved.peer else "available"
+        entries.append(OptimizerEntry(resolved.name, config=resolved.config, peer=resolved.peer,
+                                      skipped=None if status == "available" else status))
     return entries
-
-
-def _resolve_one(k: int, name: Any, bench: Benchmark, field: str, peer_status: bool) -> OptimizerEntry:
-    """Entry ``k`` of an optimizer list (not a γ*): a variant, a preset or a peer; UsageError naming
-    ``field[k]``. With ``peer_status``, a peer whose library is missing is marked skipped."""
-    from metaopt.spaces.presets import PRESETS, get_preset
-
-    if not isinstance(name, str):
-        try:
-            base = get_preset(name.preset).config(bench.fidelity) if name.preset else dict(name.config)
-            config = _override(base, name.set)
-        except UsageError as err:
-            raise UsageError(f"field '{field}[{k}]' ({name.name}): {err}") from None
-        return OptimizerEntry(name.name, config=config)
-    if name in PRESETS:
-        return OptimizerEntry(name, config=get_preset(name).config(bench.fidelity))
-    from metaopt import peers  # imports the peer libraries' adapters only when needed
-
-    if name not in peers.PEERS:
-        raise UsageError(f"field '{field}[{k}]': unknown optimizer {name!r}; known: gamma_star, presets "
-                         f"{', '.join(PRESETS)}, peers {', '.join(peers.PEERS)}")
-    status = peers.peer_status()[name] if peer_status else "available"
-    return OptimizerEntry(name, peer=name, skipped=None if status == "available" else status)
-
-
-def _override(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """A complete configuration with ``changes`` applied; parameters that become inactive are dropped."""
-    from metaopt.spaces.design_space import validate
-
-    merged = validate({**config, **changes}, drop_inactive=True)
-    inactive = [name for name in changes if name not in merged]
-    if inactive:
-        raise UsageError(f"parameter {inactive[0]} is inactive in this configuration")
-    return merged
 
 
 MAX_DAMAGE_LINES = 20
@@ -152,11 +114,7 @@ MAX_DAMAGE_LINES = 20
 before trace digests, where every run is redone)."""
 
 
-def run_dir(output: Path, optimizer: str, instance: str, seed: int) -> Path:
-    return output / "eval" / "runs" / optimizer / instance / f"seed-{seed}"
-
-
-def evaluate(output: Path, bench: Benchmark, entries: list[OptimizerEntry], instances: list[str],
+def evaluate(output: Path | StudyStore, bench: Benchmark, entries: list[OptimizerEntry], instances: list[str],
              seeds: list[int], budget: Budget, references: dict[str, Reference], executor: Executor,
              report_budgets: list[Budget], yahpo_data: str | None = None, quiet: bool = False,
              caption_prefix: str = "", cost_reference: str | None = None) -> pd.DataFrame:
@@ -166,8 +124,10 @@ def evaluate(output: Path, bench: Benchmark, entries: list[OptimizerEntry], inst
     ``stopping: budget``, reused when the study already evaluates that configuration), and
     ``termination.csv`` gives RYC and RTC (paper 002) of the stopped runs against their twins.
     With a ``cost_reference`` optimizer, ``cost.csv`` compares everyone at its per-instance cost
-    (:mod:`metaopt.analysis.cost`).
+    (:mod:`metaopt.analysis.cost`). ``output`` is the study's store (or its folder): runs and tables
+    go to its ``eval/`` (:class:`metaopt.store.StudyStore`).
     """
+    store = output if isinstance(output, StudyStore) else StudyStore(output)
     twins = termination_twins(entries)
     for twin in twins.values():
         if twin not in entries:
@@ -179,7 +139,7 @@ def evaluate(output: Path, bench: Benchmark, entries: list[OptimizerEntry], inst
     specs = [RunSpec(e.name, bench.name, i, s, budget, references[i], config=e.config, peer=e.peer,
                      yahpo_data=yahpo_data)
              for e in runnable for i in instances for s in seeds]
-    todo = _runs_to_do(output, specs)
+    todo = _runs_to_do(store, specs)
     print(f"evaluation: {len(runnable)} optimizers x {len(instances)} instances x {len(seeds)} seeds = "
           f"{len(specs)} runs, {len(specs) - len(todo)} already done; {executor.describe()}")
     started = time.perf_counter()
@@ -187,7 +147,7 @@ def evaluate(output: Path, bench: Benchmark, entries: list[OptimizerEntry], inst
     outcomes = executor.map_unordered((execute, (spec,)) for spec in todo)
     bar = dict(total=len(todo), desc="evaluation runs", unit="run", disable=True if quiet else None)
     for _, outcome in tqdm(outcomes, **bar):
-        folder = run_dir(output, outcome.spec.optimizer, outcome.spec.instance, outcome.spec.seed)
+        folder = store.eval_run_dir(outcome.spec.optimizer, outcome.spec.instance, outcome.spec.seed)
         if outcome.ok:
             write_run(folder, outcome.result)
             (folder / "failed.json").unlink(missing_ok=True)
@@ -200,7 +160,7 @@ def evaluate(output: Path, bench: Benchmark, entries: list[OptimizerEntry], inst
     elapsed = time.perf_counter() - started
     print(f"evaluation: {len(todo)} runs in {elapsed:.1f} s" + (f", {failures} failed (see failed.json)" if failures else ""))
 
-    folders = [(spec, run_dir(output, spec.optimizer, spec.instance, spec.seed)) for spec in specs]
+    folders = [(spec, store.eval_run_dir(spec.optimizer, spec.instance, spec.seed)) for spec in specs]
     finished = [check_run(d) is None for _, d in folders]
     results = [(dict(optimizer=s.optimizer, instance=s.instance, seed=s.seed), read_run(d))
                for (s, d), ok in zip(folders, finished) if ok]
@@ -212,15 +172,15 @@ def evaluate(output: Path, bench: Benchmark, entries: list[OptimizerEntry], inst
                f"({', '.join(instances[:6])}{' ...' if len(instances) > 6 else ''}) x {len(seeds)} seeds, "
                f"budget {budget}")
     if twins:
-        write_termination_table(output / "eval", results, {name: twin.name for name, twin in twins.items()},
+        write_termination_table(store.eval_dir, results, {name: twin.name for name, twin in twins.items()},
                                 caption)
     if cost_reference is not None:
-        write_cost_table(output / "eval", results, cost_reference, caption)
-    return write_tables(output / "eval", results, budget, report_budgets, caption, n_instances=len(instances),
+        write_cost_table(store.eval_dir, results, cost_reference, caption)
+    return write_tables(store, results, budget, report_budgets, caption, n_instances=len(instances),
                         failed=failed)
 
 
-def _runs_to_do(output: Path, specs: list[RunSpec]) -> list[RunSpec]:
+def _runs_to_do(store: StudyStore, specs: list[RunSpec]) -> list[RunSpec]:
     """Called before the runs start: the specs without a finished, intact run in the store.
 
     A damaged run (see :func:`metaopt.run_io.check_run`) gets one line saying so and loses its
@@ -228,7 +188,7 @@ def _runs_to_do(output: Path, specs: list[RunSpec]) -> list[RunSpec]:
     """
     todo, damaged = [], 0
     for spec in specs:
-        folder = run_dir(output, spec.optimizer, spec.instance, spec.seed)
+        folder = store.eval_run_dir(spec.optimizer, spec.instance, spec.seed)
         problem = check_run(folder)
         if problem is None:
             continue
@@ -327,9 +287,9 @@ def write_termination_table(folder: Path, results: list[tuple[dict, Any]], twin_
     return table
 
 
-def write_tables(folder: Path, results: list[tuple[dict, Any]], budget: Budget, report_budgets: list[Budget],
+def write_tables(store: StudyStore, results: list[tuple[dict, Any]], budget: Budget, report_budgets: list[Budget],
                  caption: str, n_instances: int, failed: Collection[str] = ()) -> pd.DataFrame:
-    """results.csv, table.csv/.md and the anytime curves of finished runs.
+    """Called once the runs are done: ``eval/`` results.csv, table.csv/.md and the anytime curves of finished runs.
 
     ``results`` come in a fixed order (the runs' specifications), so the files do not depend on
     completion order; wall times go to wall_times.csv only. Returns the shown table with the wall
@@ -339,6 +299,7 @@ def write_tables(folder: Path, results: list[tuple[dict, Any]], budget: Budget, 
     from metaopt.analysis.anytime import anytime_table, budget_grid, mean_se_over_instances, regret_at
     from metaopt.analysis.plots import plot_anytime
 
+    folder = store.eval_dir
     unit_column = "budget_used" if budget.unit == "full_evals" else "cost_used"
     rows = []
     for keys, res in results:
@@ -355,7 +316,7 @@ def write_tables(folder: Path, results: list[tuple[dict, Any]], budget: Budget, 
     # the tables are the same bytes however the runs were scheduled or interrupted.
     walls = per_run.groupby("optimizer").agg(runs=("seed", "size"), wall_time_per_run_s=("wall_time_s", "mean"))
     atomic_write_text(folder / "wall_times.csv", walls.reset_index().to_csv(index=False))
-    atomic_write_text(folder / "results.csv", per_run.drop(columns="wall_time_s").to_csv(index=False))
+    atomic_write_text(store.results_csv, per_run.drop(columns="wall_time_s").to_csv(index=False))
 
     table = None
     for rb in report_budgets:
@@ -383,7 +344,7 @@ def write_tables(folder: Path, results: list[tuple[dict, Any]], budget: Budget, 
         plot_anytime(curves, folder / "anytime.png", "Anytime performance (held-out instances)",
                      caption + "; band = ± 1 s.e. over instances")
         md += ["", "![anytime mean normalized regret](anytime.png)", "", f"*{caption}*"]
-    atomic_write_text(folder / "table.md", "\n".join(md) + "\n")
+    atomic_write_text(store.table_md, "\n".join(md) + "\n")
     return table[shown].merge(walls[["wall_time_per_run_s"]].reset_index(), on="optimizer")
 
 

@@ -61,6 +61,7 @@ from metaopt.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash,
 from metaopt.references import Reference
 from metaopt.run_io import jsonable
 from metaopt.smac_utils import reproducible_model_and_maximizer
+from metaopt.store import RUN_RECORD_GLOB, StudyStore
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
 
@@ -134,26 +135,26 @@ def _target_function(config: Any, instance: str, seed: int = 0) -> float:
     raise RuntimeError("meta trials are run by metaopt.meta, not by SMAC's runner")
 
 
-def _store_path(meta_dir: Path, key: Key) -> Path:
-    return meta_dir / "runs" / key[0] / key[1] / f"seed-{key[2]}.json"
+def _store_path(store: StudyStore, key: Key) -> Path:
+    return store.meta_run_file(*key)
 
 
 def _key(record: dict[str, Any]) -> Key:
     return record["hash"], str(record["instance"]), int(record["seed"])
 
 
-def load_cache(meta_dir: Path) -> dict[Key, dict[str, Any]]:
+def load_cache(store: StudyStore) -> dict[Key, dict[str, Any]]:
     """The finished (status ``ok``) runs in the store, by key; called once per optimize stage.
 
     Failed runs are not cache entries (they are retried), nor is a damaged or foreign file.
     """
     cache = {}
-    for path in sorted(meta_dir.glob("runs/*/*/seed-*.json")):
+    for path in sorted(store.meta_runs_dir.glob(RUN_RECORD_GLOB)):
         try:
             record = json.loads(path.read_text())
             key = _key(record)
             valid = (record["status"] == "ok" and isinstance(record["objective"], (int, float))
-                     and isinstance(record["gamma"], dict) and path == _store_path(meta_dir, key))
+                     and isinstance(record["gamma"], dict) and path == _store_path(store, key))
         except (ValueError, KeyError, TypeError):  # e.g. truncated by a full disk: recomputed
             continue
         if valid:
@@ -161,34 +162,36 @@ def load_cache(meta_dir: Path) -> dict[Key, dict[str, Any]]:
     return cache
 
 
-def _store_record(meta_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
+def _store_record(store: StudyStore, record: dict[str, Any]) -> dict[str, Any]:
     """Write a fresh run's record atomically; returns it as it will read back from the store, so that
     fresh and stored runs give the same archive."""
     text = json.dumps(jsonable(record))
-    atomic_write_text(_store_path(meta_dir, _key(record)), text)
+    atomic_write_text(_store_path(store, _key(record)), text)
     return json.loads(text)
 
 
-def optimize(output: Path, setup: MetaSetup, space, instances: list[str], instance_features: dict[str, list[float]],
+def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list[str],
+             instance_features: dict[str, list[float]],
              trials: int, meta_seeds: list[int], executor: Executor, quiet: bool = False, *,
              batch_size: int) -> dict[str, Any]:
     """The optimize stage of one design space: SMAC once per meta-seed in batches of ``batch_size``
     trials; stores every trial, writes the archive and γ* and returns γ*.
 
+    ``output`` is the store (or its folder) whose ``meta/`` receives the results (:class:`StudyStore`).
     Raises UsageError (and writes neither archive nor γ*) if every trial failed.
     """
-    meta_dir = output / "meta"
-    meta_dir.mkdir(parents=True, exist_ok=True)
-    cache = load_cache(meta_dir)
+    store = output if isinstance(output, StudyStore) else StudyStore(output)
+    store.meta_dir.mkdir(parents=True, exist_ok=True)
+    cache = load_cache(store)
     rows: list[dict[str, Any]] = []
     for meta_seed in meta_seeds:
         started = time.perf_counter()
-        trial_rows = _finished_trials(meta_dir, meta_seed, trials, cache)
+        trial_rows = _finished_trials(store, meta_seed, trials, cache)
         if trial_rows is not None:
             print(f"meta-seed {meta_seed}: finished earlier ({trials} trials in the store); SMAC is not rerun")
             rows += trial_rows
             continue
-        trial_rows = _smac_trials(meta_dir, meta_seed, setup, cache, space, instances, instance_features,
+        trial_rows = _smac_trials(store, meta_seed, setup, cache, space, instances, instance_features,
                                   trials, batch_size, executor, quiet)
         failed = sum(r["status"] == "failed" for r in trial_rows)
         print(f"meta-seed {meta_seed}: {len(trial_rows)} trials "
@@ -199,27 +202,23 @@ def optimize(output: Path, setup: MetaSetup, space, instances: list[str], instan
     if all(r["status"] == "failed" for r in rows):
         last = (rows[-1].get("traceback") or "").strip().splitlines() if rows else []
         raise UsageError(f"all {len(rows)} trials of the meta-optimization failed, so there is no gamma* "
-                         f"(last error: {last[-1] if last else 'unknown'}); tracebacks are in {meta_dir / 'runs'}/, "
+                         f"(last error: {last[-1] if last else 'unknown'}); tracebacks are in {store.meta_runs_dir}/, "
                          "and failed trials are retried when the optimize stage runs again")
     archive = meta_archive(rows)
-    atomic_write_text(meta_dir / "archive.csv", archive.to_csv(index=False))
+    atomic_write_text(store.archive_csv, archive.to_csv(index=False))
     star = choose_gamma_star(archive, instances, rows)
-    atomic_write_text(meta_dir / "gamma_star.json", json.dumps(jsonable(star), indent=1) + "\n")
+    atomic_write_text(store.gamma_star_json, json.dumps(jsonable(star), indent=1) + "\n")
     return star
 
 
-def _log_path(meta_dir: Path, meta_seed: int) -> Path:
-    return meta_dir / f"trials-seed-{meta_seed}.jsonl"
-
-
-def _finished_trials(meta_dir: Path, meta_seed: int, trials: int, cache: dict) -> list[dict[str, Any]] | None:
+def _finished_trials(store: StudyStore, meta_seed: int, trials: int, cache: dict) -> list[dict[str, Any]] | None:
     """The rows of a meta-seed that finished all its ``trials`` earlier, else None (it is then replayed).
 
     Finished means: its log is complete and readable, and every logged trial is ``ok`` and stored.
     A finished meta-seed is not replayed: its trials are final even if the design space has since
     grown (a replay would then propose differently).
     """
-    log_path = _log_path(meta_dir, meta_seed)
+    log_path = store.trials_log(meta_seed)
     if not log_path.exists():
         return None
     try:
@@ -234,7 +233,7 @@ def _finished_trials(meta_dir: Path, meta_seed: int, trials: int, cache: dict) -
     return rows
 
 
-def _smac_trials(meta_dir: Path, meta_seed: int, setup: MetaSetup, cache: dict, space, instances: list[str],
+def _smac_trials(store: StudyStore, meta_seed: int, setup: MetaSetup, cache: dict, space, instances: list[str],
                  instance_features: dict[str, list[float]], trials: int, batch_size: int, executor: Executor,
                  quiet: bool) -> list[dict[str, Any]]:
     """One meta-seed: SMAC's ask-and-tell loop in batches; returns its trial rows in ask order.
@@ -246,7 +245,7 @@ def _smac_trials(meta_dir: Path, meta_seed: int, setup: MetaSetup, cache: dict, 
     from smac import AlgorithmConfigurationFacade, Scenario
     from smac.runhistory.dataclasses import TrialValue
 
-    smac_dir = meta_dir / ".smac"  # SMAC's own files: not needed; inside the study so that a kill leaves no litter
+    smac_dir = store.smac_dir  # SMAC's own files: not needed; inside the study so that a kill leaves no litter
     shutil.rmtree(smac_dir, ignore_errors=True)
     scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=trials,
                         instances=instances, instance_features=instance_features, seed=meta_seed,
@@ -257,7 +256,7 @@ def _smac_trials(meta_dir: Path, meta_seed: int, setup: MetaSetup, cache: dict, 
         intensifier=AlgorithmConfigurationFacade.get_intensifier(scenario, max_config_calls=len(scenario.instances)),
         overwrite=True, logging_level=40,
     )
-    log_path = _log_path(meta_dir, meta_seed)
+    log_path = store.trials_log(meta_seed)
     log_path.write_text("")  # the log of this meta-seed is rebuilt by the (replaying) rerun
     rows: list[dict[str, Any]] = []
     bar = tqdm(total=trials, desc=f"meta-seed {meta_seed}: SMAC trials", unit="trial", disable=True if quiet else None)
@@ -270,7 +269,7 @@ def _smac_trials(meta_dir: Path, meta_seed: int, setup: MetaSetup, cache: dict, 
             # its intensifier does not propose a running trial again (distinct SMAC configurations
             # may still complete to the same γ; _run_batch runs such a trial once).
             infos = [smac.ask() for _ in range(min(batch_size, trials - len(rows)))]
-            records = _run_batch(meta_dir, setup, infos, cache, executor, bar)
+            records = _run_batch(store, setup, infos, cache, executor, bar)
             batch_rows = []
             for info, (record, cached) in zip(infos, records):
                 smac.tell(info, TrialValue(cost=record["objective"]), save=False)
@@ -284,7 +283,7 @@ def _smac_trials(meta_dir: Path, meta_seed: int, setup: MetaSetup, cache: dict, 
     return rows
 
 
-def _run_batch(meta_dir: Path, setup: MetaSetup, infos: list, cache: dict, executor: Executor,
+def _run_batch(store: StudyStore, setup: MetaSetup, infos: list, cache: dict, executor: Executor,
                bar: tqdm) -> list[tuple[dict[str, Any], bool]]:
     """Run one batch of SMAC trials; returns (record, taken from the store or an earlier trial of the
     batch) per trial, in ask order.
@@ -300,7 +299,7 @@ def _run_batch(meta_dir: Path, setup: MetaSetup, infos: list, cache: dict, execu
     order = list(todo)
     tasks = [(run_trial, (setup, gamma, key[1], key[2])) for key, gamma in todo.items()]
     for index, record in executor.map_unordered(tasks):
-        fresh[order[index]] = _store_record(meta_dir, record)
+        fresh[order[index]] = _store_record(store, record)
         bar.update(1)
     results, seen = [], set()
     for key in keys:

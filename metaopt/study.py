@@ -23,6 +23,7 @@ import pandas as pd
 import yaml
 
 from metaopt.errors import UsageError
+from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_text, output_lock
 from metaopt.study_spec import InstanceSelection, Study
 
@@ -37,6 +38,7 @@ class StudyContext:
 
         spec = study.spec
         self.study = study
+        self.store = StudyStore(study.output)
         self.yahpo_data = yahpo_data
         self.bench = get_benchmark(spec.benchmark, yahpo_data)
         self.budget = Budget.parse(spec.budget, self.bench.d)
@@ -52,17 +54,17 @@ class StudyContext:
             raise UsageError(f"{study.path}: field 'budget': typical-cost budgets ({spec.budget}) are for evaluation "
                              "studies; a meta-optimization needs 'Nd', 'N' or 'Ns'")
         self.meta_instances: list[str] = []
-        self.arms: dict[str | None, Path] = {}
-        """Meta-optimizations to run: restriction (None: the full space) -> the folder holding its meta/."""
+        self.arms: dict[str | None, StudyStore] = {}
+        """Meta-optimizations to run: restriction (None: the full space) -> the store holding its meta/."""
         if spec.meta is not None:
             self.meta_instances = self.select_instances(spec.meta.instances, "meta.instances")
             restriction = spec.meta.restriction
             if isinstance(restriction, list):
                 if not restriction or len(set(restriction)) != len(restriction):
                     raise UsageError(f"{study.path}: field 'meta.restriction': a list must name distinct restrictions")
-                self.arms = {name: study.output / "arms" / name for name in restriction}
+                self.arms = {name: self.store.arm(name) for name in restriction}
             else:
-                self.arms = {restriction: study.output}
+                self.arms = {restriction: self.store}
             for name in self.arms:
                 if name is not None:
                     try:
@@ -83,7 +85,7 @@ class StudyContext:
         """The names under which :meth:`gamma_stars` will hold γ*'s once the optimize stage is done:
         ``gamma_star:<restriction>`` per restriction of a list, else ``gamma_star`` for a meta
         section or a ``gamma_star_from`` file; none otherwise."""
-        if len(self.arms) > 1 or (self.arms and next(iter(self.arms.values())) != self.study.output):
+        if len(self.arms) > 1 or (self.arms and next(iter(self.arms.values())) != self.store):
             return [f"gamma_star:{name}" for name in self.arms]
         return ["gamma_star"] if self.arms or self.study.spec.evaluation.gamma_star_from else []
 
@@ -117,14 +119,12 @@ class StudyContext:
         """Called by ``__init__``: every ablation entry's endpoints, estimator and instances."""
         from metaopt.ablation import resolve_endpoint
 
+        pending = dict.fromkeys(self.gamma_star_names)
         for k, entry in enumerate(self.study.spec.ablation):
             field = f"ablation[{k}]"
             for text, end in ((entry.source, "from"), (entry.to, "to")):
-                if not text.startswith("gamma_star"):
-                    resolve_endpoint(text, f"{self.study.path}: field '{field}.{end}'", self.bench.fidelity, None)
-                elif text not in self.gamma_star_names:
-                    raise self._error(f"{field}.{end}", f"{text!r} is not a gamma* of this study; known: "
-                                      + (", ".join(self.gamma_star_names) or "none (add a meta section)"))
+                resolve_endpoint(text, f"{self.study.path}: field '{field}.{end}'", self.bench.fidelity, pending,
+                                 pending=True, gamma_star_hint="" if pending else "add a meta section")
             if entry.estimator == "surrogate" and self.study.spec.meta is None:
                 raise self._error(f"{field}.estimator", "surrogate predicts from the meta-archive: it needs a "
                                                         "meta section (or use estimator: evaluated)")
@@ -171,24 +171,26 @@ class StudyContext:
     @property
     def gamma_star_path(self) -> Path:
         source = self.study.spec.evaluation.gamma_star_from
-        return Path(source) if source else self.study.output / "meta" / "gamma_star.json"
+        return Path(source) if source else self.store.gamma_star_json
 
-    def gamma_stars(self) -> dict[str, dict[str, Any]]:
-        """γ* of every finished meta-optimization, by optimizer name (``gamma_star`` or ``gamma_star:<restriction>``).
+    def gamma_stars(self) -> dict[str, dict[str, Any] | None]:
+        """Called by the evaluate and ablate stages: γ* of every meta-optimization by optimizer name
+        (``gamma_star`` or ``gamma_star:<restriction>``, as :attr:`gamma_star_names`), None for one
+        that has not finished; the map :func:`metaopt.spaces.resolve.resolve_optimizer` resolves γ*'s in.
 
         A study with one restriction (or a ``gamma_star_from`` file) has ``gamma_star``; one with a
         list of restrictions has a ``gamma_star:<restriction>`` per restriction.
         """
         from metaopt.spaces.design_space import validate
 
-        if len(self.arms) > 1 or (self.arms and next(iter(self.arms.values())) != self.study.output):
-            paths = {f"gamma_star:{name}": folder / "meta" / "gamma_star.json" for name, folder in self.arms.items()}
+        if len(self.arms) > 1 or (self.arms and next(iter(self.arms.values())) != self.store):
+            paths = {f"gamma_star:{name}": arm.gamma_star_json for name, arm in self.arms.items()}
         else:
             paths = {"gamma_star": self.gamma_star_path}
             if self.study.spec.evaluation.gamma_star_from and not paths["gamma_star"].exists():
                 raise UsageError(f"{self.study.path}: field 'evaluation.gamma_star_from': no such file "
                                  f"{paths['gamma_star']}")
-        return {name: validate(_gamma_star_config(path)) for name, path in paths.items() if path.exists()}
+        return {name: validate(_gamma_star_config(path)) if path.exists() else None for name, path in paths.items()}
 
 
 def _gamma_star_config(path: Path) -> dict[str, Any]:
@@ -215,7 +217,7 @@ def _claim_output(study: Study) -> None:
     Only fields that change stored results count (not :data:`FREE_FIELDS`): e.g. adding an ablation
     or editing the description is fine (the stored copy is updated).
     """
-    marker = study.output / "study.yaml"
+    marker = StudyStore(study.output).study_file
     if marker.exists():
         def results_fields(text: str) -> dict[str, Any]:
             return {k: v for k, v in (yaml.safe_load(text) or {}).items() if k not in FREE_FIELDS}
@@ -243,7 +245,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str |
     references = ctx.references(ctx.meta_instances, quiet)
     features = {i: [references[i].y_min, references[i].y_max] for i in ctx.meta_instances}
     stars = {}
-    for restriction, folder in ctx.arms.items():
+    for restriction, arm in ctx.arms.items():
         setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, ctx.budget, references, restriction, meta.objective,
                           tuple(meta.objective_budgets))
         space = get_restriction(restriction).space() if restriction else design_space()
@@ -251,7 +253,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str |
               f"{ctx.bench.name}, {meta.trials} trials x {len(meta.seeds)} meta-seeds in batches of {meta.batch_size}, "
               f"design space "
               f"{restriction or 'full'} ({len(space)} parameters), objective {meta.objective}")
-        star = optimize(folder, setup, space, ctx.meta_instances, features, meta.trials, meta.seeds, executor, quiet,
+        star = optimize(arm, setup, space, ctx.meta_instances, features, meta.trials, meta.seeds, executor, quiet,
                         batch_size=meta.batch_size)
         print(f"gamma* ({restriction or 'full space'}): mean objective {star['mean_objective']:.4f} on "
               f"{star['n_instances']} training instances ({star['n_configurations']} configurations, "
@@ -268,7 +270,7 @@ def run_evaluate(ctx: StudyContext, executor, quiet: bool = False):
     ev = ctx.study.spec.evaluation
     entries = resolve_optimizers(ev.optimizers, ctx.bench, ctx.gamma_stars(), field="evaluation.optimizers")
     references = ctx.references(ctx.eval_instances, quiet)
-    table = evaluate(ctx.study.output, ctx.bench, entries, ctx.eval_instances, ev.seeds, ctx.budget, references,
+    table = evaluate(ctx.store, ctx.bench, entries, ctx.eval_instances, ev.seeds, ctx.budget, references,
                      executor, ctx.report_budgets, ctx.yahpo_data, quiet, caption_prefix=f"study {ctx.study.spec.name}, ",
                      cost_reference=ev.cost_reference)
     with pd.option_context("display.width", 200):
@@ -279,24 +281,21 @@ def run_evaluate(ctx: StudyContext, executor, quiet: bool = False):
 def run_ablations(ctx: StudyContext, executor, quiet: bool = False) -> None:
     """The ablate stage: every ``ablation`` entry of the study (``metaopt ablate``), under <output>/ablation/."""
     from metaopt.ablation import AblationSpec, Endpoint, resolve_endpoint, run_ablation
+    from metaopt.spaces.resolve import is_gamma_star
 
     stars = ctx.gamma_stars()
 
     def endpoint(text: str, field: str) -> Endpoint:
-        if text.startswith("gamma_star"):
-            if text not in stars:
-                raise UsageError(f"{ctx.study.path}: field '{field}': {text!r} needs a finished meta-optimization; "
-                                 f"known: {', '.join(stars) or 'none yet'}")
-            return Endpoint(text.replace(":", "-"), stars[text])
-        return resolve_endpoint(text, field, ctx.bench.fidelity, None)
+        return resolve_endpoint(text, f"{ctx.study.path}: field '{field}'", ctx.bench.fidelity, stars,
+                                gamma_star_hint="run `metaopt optimize STUDY` first")
 
     for k, entry in enumerate(ctx.study.spec.ablation):
         field = f"ablation[{k}]"
-        arm = entry.to if entry.to.startswith("gamma_star") else entry.source
+        arm = entry.to if is_gamma_star(entry.to) else entry.source
         archive = None
         if entry.estimator == "surrogate":
             restriction = arm.split(":", 1)[1] if ":" in arm else next(iter(ctx.arms), None)
-            archive = ctx.arms.get(restriction, ctx.study.output) / "meta" / "archive.csv"
+            archive = ctx.arms.get(restriction, ctx.store).archive_csv
         spec = AblationSpec(ctx.bench.name, endpoint(entry.source, f"{field}.from"), endpoint(entry.to, f"{field}.to"),
                             entry.estimator, tuple(entry.variants),
                             tuple(ctx.select_instances(entry.instances, f"{field}.instances")),
@@ -309,11 +308,11 @@ def run_importance(ctx: StudyContext) -> None:
     """The importance stage: fANOVA and local importance on each meta-archive (``metaopt importance``)."""
     from metaopt.analysis.importance import importance_of_meta
 
-    for restriction, folder in ctx.arms.items():
-        if not (folder / "meta" / "gamma_star.json").exists():
+    for restriction, arm in ctx.arms.items():
+        if not arm.gamma_star_json.exists():
             print(f"importance: skipped for {restriction or 'the full space'} (no finished meta-optimization)")
             continue
-        result, written = importance_of_meta(folder, restriction, ctx.study.spec.meta.objective)
+        result, written = importance_of_meta(arm.root, restriction, ctx.study.spec.meta.objective)
         print(f"importance: {written}/ (fANOVA main effects: "
               + ", ".join(f"{r.parameter} {r.importance:.2f}" for r in result.fanova.head(3).itertuples()) + ")")
 
@@ -369,6 +368,6 @@ def _run_stages_locked(ctx: StudyContext, stages: list[str], quiet: bool, worker
             timings[stage] = time.perf_counter() - started
     summary = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in timings.items())
     print(f"\nstudy {study.spec.name}: done ({summary}); results in {study.output}/")
-    path = study.output / "timings.json"
+    path = ctx.store.timings_file
     previous = json.loads(path.read_text()) if path.exists() else {}
     atomic_write_text(path, json.dumps({**previous, **timings}, indent=1))

@@ -141,7 +141,7 @@ def test_exit_status_through_the_entry_point(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "metaopt", "run", "--optimizer", "nope", "--benchmark",
                            "synthetic:mlp", "--instance", "0"], capture_output=True, text=True)
     assert proc.returncode == 2
-    assert proc.stderr.strip().startswith("metaopt: error: unknown optimizer")
+    assert proc.stderr.strip().startswith("metaopt: error: --optimizer: unknown optimizer")
 
 
 def test_space_show_and_export_round_trip(capsys, tmp_path):

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("metaopt", "metaopt.errors", "metaopt.budget", "metaopt.space_codec", "metaopt.archive",
               "metaopt.registry", "metaopt.benchmarks", "metaopt.store_utils", "metaopt.executor",
               "metaopt.smac_utils", "metaopt.features", "metaopt.references", "metaopt.context",
-              "metaopt.run_io", "metaopt.meta_archive", "metaopt.study_spec")),
+              "metaopt.run_io", "metaopt.meta_archive", "metaopt.study_spec", "metaopt.store")),
     ("components", ("metaopt.components",)),
     ("spaces", ("metaopt.spaces",)),
     ("engine", ("metaopt.loop", "metaopt.peers", "metaopt.tasks", "metaopt.trace")),

@@ -17,6 +17,7 @@ from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.meta import meta_objective
 from metaopt.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash
+from metaopt.store import StudyStore
 from metaopt.study_spec import load_study
 
 STUDY = """
@@ -222,11 +223,11 @@ def test_a_batch_runs_each_distinct_uncached_trial_once(tmp_path, monkeypatch):
                                             "seed": 0, "status": "ok", "objective": 2.0}}
     infos = [SimpleNamespace(config={"x": x}, instance="i", seed=0) for x in (1, 2, 1, 3)]
     bar = SimpleNamespace(update=lambda n: None)
-    out = metaopt.meta._run_batch(tmp_path, None, infos, cache, Executor(), bar)
+    out = metaopt.meta._run_batch(StudyStore(tmp_path), None, infos, cache, Executor(), bar)
     assert sorted(calls) == [(1, "i"), (3, "i")]
     assert [(r["objective"], cached) for r, cached in out] == [(1.0, False), (2.0, True), (1.0, True), (3.0, False)]
     assert sorted(r["gamma"]["x"] for r in cache.values()) == [1, 2]
-    assert len(list(tmp_path.glob("runs/*/i/seed-0.json"))) == 2  # both fresh runs are stored
+    assert len(list(tmp_path.glob("meta/runs/*/i/seed-0.json"))) == 2  # both fresh runs are stored
 
 
 @pytest.mark.parametrize("value", [0, 2.5, "four", True])

@@ -1,0 +1,180 @@
+"""The layout of a study's output folder: every path of the store, in one place.
+
+A :class:`StudyStore` is one output folder; each stage asks it where to read and write::
+
+    <root>/study.yaml                          the study file, copied when the study first runs
+    <root>/.lock                               held by the one process writing the folder (store_utils.output_lock)
+    <root>/timings.json                        seconds per stage
+    <root>/answer.md                           the study's answer in words (metaopt.analysis.answer)
+    <root>/meta/archive.csv                    the meta-archive (metaopt.meta)
+    <root>/meta/gamma_star.json                γ* and how it was chosen
+    <root>/meta/trials-seed-<m>.jsonl          meta-seed m's trials in SMAC's proposal order
+    <root>/meta/runs/<γ hash>/<instance>/seed-<k>.json   one inner run of the meta-optimization
+    <root>/meta/.smac/                         SMAC's own files while a meta-seed runs
+    <root>/arms/<restriction>/                 a meta-optimization of a list of restrictions: a store of its own
+                                               (its meta/ and importance/)
+    <root>/eval/runs/<optimizer>/<instance>/seed-<k>/   one held-out run (metaopt.run_io)
+    <root>/eval/results.csv, table.csv|.md, ...         the evaluation's tables (metaopt.evaluation)
+    <root>/ablation/<name>/                    one ablation (metaopt.ablation)
+    <root>/importance/                         parameter importance (metaopt.analysis.importance)
+    <root>/report/                             the report (metaopt.analysis.report)
+
+Paths are computed, never created: writers create folders as they write (``atomic_write_text``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from metaopt.store_utils import LOCK_NAME
+from metaopt.study_spec import StudySpec, load_study
+
+
+def run_record_file(runs_dir: Path, name: str, instance: str, seed: int) -> Path:
+    """``<runs_dir>/<name>/<instance>/seed-<seed>.json``: where one stored run record lives (the
+    meta-optimization's inner runs and the evaluated ablation's runs; ``name`` is a γ hash)."""
+    return Path(runs_dir) / name / instance / f"seed-{seed}.json"
+
+
+RUN_RECORD_GLOB = "*/*/seed-*.json"
+"""Every run record under a runs folder laid out by :func:`run_record_file`."""
+
+
+class StudyStore:
+    """One study output folder: where each stored fact lives, and the stored study's validated spec."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"StudyStore({str(self.root)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StudyStore) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(self.root)
+
+    # -- the study ------------------------------------------------------------------------------
+
+    @property
+    def study_file(self) -> Path:
+        """The copy of the study file (written by the study's first run; marks a study output folder)."""
+        return self.root / "study.yaml"
+
+    def is_study(self) -> bool:
+        """True when the folder holds a study's results (its ``study.yaml`` exists)."""
+        return self.study_file.exists()
+
+    def spec(self) -> StudySpec:
+        """The stored study, validated (:func:`metaopt.study_spec.load_study`); called by the readers of
+        a finished study (importance, report, answer, ``metaopt ablate --study-output``). UsageError
+        naming the file if it is missing or invalid."""
+        return load_study(self.study_file).spec
+
+    @property
+    def lock_file(self) -> Path:
+        return self.root / LOCK_NAME
+
+    @property
+    def timings_file(self) -> Path:
+        """``timings.json``: seconds per stage, merged over runs of the study."""
+        return self.root / "timings.json"
+
+    @property
+    def answer_file(self) -> Path:
+        return self.root / "answer.md"
+
+    # -- meta-optimization ----------------------------------------------------------------------
+
+    def arm(self, restriction: str) -> StudyStore:
+        """The store of the meta-optimization in ``restriction`` when the study meta-optimizes a list of
+        restrictions (``arms/<restriction>/``); a single meta-optimization lives in this store itself."""
+        return StudyStore(self.root / "arms" / restriction)
+
+    def stored_arms(self) -> list[StudyStore]:
+        """The arms found on disk, by name (the report reads whatever is there)."""
+        folder = self.root / "arms"
+        return [StudyStore(path) for path in sorted(folder.glob("*")) if path.is_dir()]
+
+    @property
+    def name(self) -> str:
+        """The folder's name (an arm's name is its restriction)."""
+        return self.root.name
+
+    @property
+    def meta_dir(self) -> Path:
+        return self.root / "meta"
+
+    @property
+    def archive_csv(self) -> Path:
+        return self.meta_dir / "archive.csv"
+
+    @property
+    def gamma_star_json(self) -> Path:
+        return self.meta_dir / "gamma_star.json"
+
+    def trials_log(self, meta_seed: int) -> Path:
+        """``meta/trials-seed-<m>.jsonl``: meta-seed m's trials in proposal order."""
+        return self.meta_dir / f"trials-seed-{meta_seed}.jsonl"
+
+    @property
+    def meta_runs_dir(self) -> Path:
+        """``meta/runs/``: inner runs, laid out by :func:`run_record_file`."""
+        return self.meta_dir / "runs"
+
+    def meta_run_file(self, gamma_hash: str, instance: str, seed: int) -> Path:
+        return run_record_file(self.meta_runs_dir, gamma_hash, instance, seed)
+
+    @property
+    def smac_dir(self) -> Path:
+        return self.meta_dir / ".smac"
+
+    # -- evaluation -----------------------------------------------------------------------------
+
+    @property
+    def eval_dir(self) -> Path:
+        return self.root / "eval"
+
+    def readable_eval_dir(self) -> Path:
+        """The evaluation folder to read: ``eval/``, or the folder itself for stores written before the
+        ``eval/`` subfolder existed (they hold ``runs/`` at the top level); called by the report."""
+        return self.eval_dir if self.eval_dir.is_dir() or not (self.root / "runs").is_dir() else self.root
+
+    @property
+    def eval_runs_dir(self) -> Path:
+        return self.eval_dir / "runs"
+
+    def eval_run_dir(self, optimizer: str, instance: str, seed: int) -> Path:
+        """The folder of one held-out run (``trace.csv``, ``summary.json`` or ``failed.json``)."""
+        return self.eval_runs_dir / optimizer / instance / f"seed-{seed}"
+
+    @property
+    def results_csv(self) -> Path:
+        return self.eval_dir / "results.csv"
+
+    @property
+    def table_md(self) -> Path:
+        return self.eval_dir / "table.md"
+
+    # -- explanation ----------------------------------------------------------------------------
+
+    @property
+    def ablations_dir(self) -> Path:
+        """``ablation/``: one folder per ablation."""
+        return self.root / "ablation"
+
+    def ablation_dir(self, name: str) -> Path:
+        return self.ablations_dir / name
+
+    def ablation_runs_dir(self, name: str) -> Path:
+        """``ablation/<name>/runs/``: the evaluated estimator's runs, laid out by :func:`run_record_file`."""
+        return self.ablation_dir(name) / "runs"
+
+    @property
+    def importance_dir(self) -> Path:
+        return self.root / "importance"
+
+    @property
+    def report_dir(self) -> Path:
+        return self.root / "report"

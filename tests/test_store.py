@@ -1,0 +1,92 @@
+"""The study store's layout (unchanged on disk, so old stores stay readable) and the one optimizer resolver."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from metaopt.benchmarks import get_benchmark
+from metaopt.errors import UsageError
+from metaopt.spaces.presets import get_preset
+from metaopt.spaces.resolve import is_gamma_star, resolve_optimizer
+from metaopt.store import StudyStore
+from metaopt.study_spec import OptimizerVariant
+
+
+def test_the_store_layout_is_the_documented_one(tmp_path):
+    store = StudyStore(tmp_path)
+    assert store.study_file == tmp_path / "study.yaml"
+    assert store.lock_file == tmp_path / ".lock"
+    assert store.timings_file == tmp_path / "timings.json"
+    assert store.archive_csv == tmp_path / "meta" / "archive.csv"
+    assert store.gamma_star_json == tmp_path / "meta" / "gamma_star.json"
+    assert store.trials_log(2) == tmp_path / "meta" / "trials-seed-2.jsonl"
+    assert store.meta_run_file("abc", "3945", 1) == tmp_path / "meta" / "runs" / "abc" / "3945" / "seed-1.json"
+    assert store.eval_run_dir("hb", "3945", 2) == tmp_path / "eval" / "runs" / "hb" / "3945" / "seed-2"
+    assert store.results_csv == tmp_path / "eval" / "results.csv"
+    assert store.table_md == tmp_path / "eval" / "table.md"
+    assert store.ablation_runs_dir("a") == tmp_path / "ablation" / "a" / "runs"
+    assert store.importance_dir == tmp_path / "importance"
+    assert store.report_dir == tmp_path / "report"
+    arm = store.arm("gamma1")
+    assert arm.gamma_star_json == tmp_path / "arms" / "gamma1" / "meta" / "gamma_star.json"
+    assert arm.importance_dir == tmp_path / "arms" / "gamma1" / "importance"
+    assert not list(tmp_path.iterdir())  # asking for paths creates nothing
+
+
+def test_the_store_reads_the_validated_study(tmp_path):
+    store = StudyStore(tmp_path)
+    assert not store.is_study()
+    store.study_file.write_text("name: s\nbenchmark: synthetic:mlp\nbudget: 30\nevaluation:\n  optimizers: [rs]\n")
+    spec = store.spec()
+    assert store.is_study() and spec.budget == "30" and spec.evaluation.seeds == [1, 2, 3]
+    store.study_file.write_text("name: s\nbenchmark: synthetic:mlp\nevaluation:\n  optimizers: []\n")
+    with pytest.raises(UsageError, match="field 'evaluation.optimizers'"):
+        store.spec()
+    (tmp_path / "arms" / "b").mkdir(parents=True)
+    (tmp_path / "arms" / "a").mkdir()
+    assert [arm.name for arm in store.stored_arms()] == ["a", "b"]
+
+
+@pytest.fixture(scope="module")
+def fidelity():
+    return get_benchmark("synthetic:mlp").fidelity
+
+
+def test_one_vocabulary_presets_peers_gamma_stars_files_and_variants(tmp_path, fidelity):
+    hb = get_preset("hb").config(fidelity)
+    assert resolve_optimizer("hb", fidelity, "--x").config == hb
+    assert resolve_optimizer("smac_hpo", fidelity, "--x", peers=["smac_hpo"]).peer == "smac_hpo"
+    stars = {"gamma_star:a": hb, "gamma_star:b": None}
+    assert resolve_optimizer("gamma_star:a", fidelity, "--x", gamma_stars=stars).config == hb
+    assert resolve_optimizer("gamma_star:b", fidelity, "--x", gamma_stars=stars, pending=True).config is None
+    assert is_gamma_star("gamma_star") and is_gamma_star("gamma_star:a") and not is_gamma_star("gamma_star.json")
+    plain, wrapped = tmp_path / "plain.json", tmp_path / "gamma_star.json"
+    plain.write_text(json.dumps(hb))
+    wrapped.write_text(json.dumps({"config": hb, "mean_objective": 0.1}))
+    assert resolve_optimizer(str(plain), fidelity, "--x").config == hb
+    resolved = resolve_optimizer(str(wrapped), fidelity, "--x")
+    assert resolved.name == "gamma_star" and resolved.config == hb
+    variant = OptimizerVariant(name="hb_mu", preset="hb", set={"mu": 3})
+    assert resolve_optimizer(variant, fidelity, "--x").config == {**hb, "mu": 3}
+
+
+@pytest.mark.parametrize("entry, kwargs, message", [
+    ("nope", {}, "--x: unknown optimizer 'nope'; known: presets rs"),
+    ("smac_hpo", {}, "--x: unknown optimizer 'smac_hpo'"),  # peers only where the caller runs them
+    ("x.json", {"files": False}, "--x: unknown optimizer 'x.json'"),
+    ("x.json", {}, "--x: file not found"),
+    ("gamma_star", {}, "--x: 'gamma_star' is not a gamma\\* of this study; known: none"),
+    ("gamma_star:b", {"gamma_stars": {"gamma_star:b": None}, "gamma_star_hint": "run it"},
+     "--x: 'gamma_star:b' needs a finished meta-optimization \\(run it\\)"),
+])
+def test_every_problem_names_the_field(fidelity, entry, kwargs, message):
+    with pytest.raises(UsageError, match=f"^{message}"):
+        resolve_optimizer(entry, fidelity, "--x", **kwargs)
+
+
+def test_a_variant_error_names_the_field_and_the_variant(fidelity):
+    variant = OptimizerVariant(name="v", preset="hb", set={"colour": 1})
+    with pytest.raises(UsageError, match=r"^field 'evaluation.optimizers\[1\]' \(v\): "):
+        resolve_optimizer(variant, fidelity, "field 'evaluation.optimizers[1]'")
