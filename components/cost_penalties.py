@@ -1,4 +1,4 @@
-"""Cost penalties on expected improvement (paper 003; DESIGN.md §5): trade EI against predicted cost.
+"""Cost penalties on expected improvement (paper 003; docs/design.md §5): trade EI against predicted cost.
 
 Each penalty maps, per candidate, EI(x) ≥ 0, the predicted cost c(x) > 0 and the spent budget
 fraction t ∈ [0, 1] to a score; LOWER is better, as for every acquisition (the filters keep the

@@ -1,6 +1,6 @@
 """Fidelity schedules: how batches move through fidelity stages (Smashy, paper 004 Alg. 2).
 
-Stages are geometric (DESIGN.md §4): with η = η_fid,
+Stages are geometric (docs/design.md §4): with η = η_fid,
 ``s = floor(log(r_max/r_min)/log η) + 1`` and ``r_j = r_max · η^-(s-j)`` for j = 1..s.
 
 A schedule yields :class:`BracketPlan` objects forever; the loop runs them until the budget is

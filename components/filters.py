@@ -1,6 +1,6 @@
 """Filters: propose configurations by sampling candidates and keeping those a surrogate likes best.
 
-Paper 004 Alg. 3 (SampleTournament) and Alg. 4 (SampleProgressive), DESIGN.md §5:
+Paper 004 Alg. 3 (SampleTournament) and Alg. 4 (SampleProgressive), docs/design.md §5:
 
 - Random interleave: of ``n`` requested points, ``round(n·ρ)`` (or ``Binomial(n, ρ)`` when
   ``filter_rho_random``) skip the filter; they are drawn from the same generating distribution.

@@ -30,7 +30,7 @@ Choices (the paper leaves them open, or its scale does not fit a [0, 1] space):
 - Low-cost start x0: per numeric hyperparameter the cheap end the problem declares
   (``Problem.cheap_end``: "lower" → 0, "upper" → 1); every other hyperparameter starts at its
   ConfigSpace default (the centre of the range for numeric ones without an explicit default).
-- Categoricals (paper 000's "Discussions" (4), DESIGN.md §5): each has a surrogate coordinate in
+- Categoricals (paper 000's "Discussions" (4), docs/design.md §5): each has a surrogate coordinate in
   [0, 1] that FLOW² moves like a numeric one; [0, 1] is cut into m equal buckets. The category
   stays while the surrogate stays in its bucket; when the bucket changes the category is re-drawn
   uniformly among the other m − 1 choices. A start has its surrogate at the middle of the bucket

@@ -1,4 +1,4 @@
-"""Surrogate models: predict the loss of candidate configurations (paper 004, f_surr; DESIGN.md §5).
+"""Surrogate models: predict the loss of candidate configurations (paper 004, f_surr; docs/design.md §5).
 
 A surrogate is fitted on the features of the whole archive (:class:`metaopt.features.FeatureEncoder`;
 the fidelity is the last feature column) and refitted every batch, so fitting must be cheap.

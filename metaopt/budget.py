@@ -4,7 +4,7 @@ A budget is given in full-evaluation equivalents (Σ r/r_max, default), in cost 
 seconds), or in typical costs of the instance (for comparisons under equal cost across instances
 whose costs differ by orders of magnitude; resolved per instance into cost units, see
 :func:`metaopt.references.resolve_budget`). :class:`Budget` is what was asked for;
-:class:`BudgetMeter` is the account of one run against it (DESIGN.md §4), kept by the optimizer
+:class:`BudgetMeter` is the account of one run against it (docs/design.md §4), kept by the optimizer
 loop and by the peer runs alike.
 """
 

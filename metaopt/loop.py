@@ -3,7 +3,7 @@
 A run is a pure function of (γ, problem, seed, budget) → trace: every random draw comes from one
 ``numpy.random.Generator`` seeded with ``seed``; nothing else carries state between runs.
 
-Budget accounting (DESIGN.md §4, :class:`metaopt.budget.BudgetMeter`): each evaluation adds r/r_max
+Budget accounting (docs/design.md §4, :class:`metaopt.budget.BudgetMeter`): each evaluation adds r/r_max
 full-evaluation equivalents (a promoted configuration pays its full r again) and its cost to the cost
 account. The run never exceeds its budget: of a batch, only the prefix that fits into what is left is
 evaluated (for a cost budget, the evaluations that would finish after the budget ran out are

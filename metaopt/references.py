@@ -1,4 +1,4 @@
-"""Per-instance regret references (y_min, y_max) and normalized regret (DESIGN.md §4).
+"""Per-instance regret references (y_min, y_max) and normalized regret (docs/design.md §4).
 
 y_max is the median loss of ``SAMPLE_SIZE`` fixed-seed random full-fidelity configurations.
 y_min is the best loss known: the smallest of the benchmark's own best-known value (e.g. an

@@ -1,4 +1,4 @@
-"""Stage and bracket sizes of the Smashy fidelity schedules (paper 004 Alg. 2, DESIGN.md §5)."""
+"""Stage and bracket sizes of the Smashy fidelity schedules (paper 004 Alg. 2, docs/design.md §5)."""
 
 import math
 
@@ -44,7 +44,7 @@ def test_exact_powers_are_not_lost_to_rounding():
 
 
 def test_hyperband_bracket_sizes_on_lcbench_budget_matching_rule():
-    """DESIGN.md check: mu = 27, eta = 3 gives 27/9/3/1, 13/4/1, 6/2, 4 (plain HB: 12/4/1)."""
+    """docs/design.md §5 check: mu = 27, eta = 3 gives 27/9/3/1, 13/4/1, 6/2, 4 (plain HB: 12/4/1)."""
     plans = first_cycle(HyperbandBatches(LOG3, 1 / 3), LCBENCH, 27)
     sizes = [[st.n_total for st in plan.stages] for plan in plans]
     assert sizes == [[27, 9, 3, 1], [13, 4, 1], [6, 2], [4]]
