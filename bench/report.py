@@ -60,7 +60,7 @@ OVERHEAD_NOTES: dict[str, str] = {
         "then solves with the n × n Cholesky factor: per-step work grows like n² p to n³, so the run grows "
         "much faster than the budget (section 4). Fixed without changing a single number: the kernel "
         "gradient is computed in row blocks straight into its output instead of through scikit-learn's "
-        "full-size temporaries and `np.dstack` copies (`components/gp_kernel.py`, 2–3× faster kernel); the "
+        "full-size temporaries and `np.dstack` copies (`components/_gp_kernel.py`, 2–3× faster kernel); the "
         "one-thread BLAS limit uses a ThreadpoolController created once (`threadpool_limits` re-inspected "
         "every loaded library twice per batch, several ms each); the 500 candidates per step are sampled without "
         "a ConfigSpace Configuration object per row. What is left is scikit-learn's likelihood (its einsum "

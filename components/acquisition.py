@@ -17,18 +17,36 @@ import numpy as np
 from ConfigSpace import Float
 from scipy.stats import norm
 
-from metaopt.registry import register
+from metaopt.registry import category_base, register
 
 
+@category_base("acquisitions")
 class Acquisition(ABC):
     """Scores candidates from the surrogate's prediction; lower is better."""
 
     needs_std: bool = False
     """Whether the score uses the predicted std (without one it falls back to the mean)."""
+    supports_cost_penalty: bool = False
+    """Whether a cost penalty may re-rank this acquisition's candidates: the penalties trade
+    expected improvement against cost, so the cost-penalty category exists only under EI."""
 
     @abstractmethod
     def score(self, mean: np.ndarray, std: np.ndarray | None, y_best: float | None) -> np.ndarray:
-        ...
+        """Score candidates; lower is better (the filters keep the lowest).
+
+        Called by :meth:`metaopt.components.filters.Scorer.fit_and_score` once per filtered batch,
+        after the surrogate was fitted on the archive and predicted the candidates.
+
+        Args:
+            mean: Predicted losses, shape ``(m,)``.
+            std: Predicted standard deviations, shape ``(m,)``, or None for a surrogate without
+                ``has_std``.
+            y_best: The best observed loss at the fidelity predicted at (or overall); may be
+                non-finite.
+
+        Returns:
+            Scores, shape ``(m,)``. Deterministic: an acquisition draws no random numbers.
+        """
 
 
 def has_uncertainty(std: np.ndarray | None, y_best: float | None) -> bool:
@@ -63,6 +81,7 @@ class MeanAcquisition(Acquisition):
 @register("acquisitions", "ei", description="expected improvement over the best loss (score −EI)")
 class ExpectedImprovement(Acquisition):
     needs_std = True
+    supports_cost_penalty = True
 
     def score(self, mean: np.ndarray, std: np.ndarray | None, y_best: float | None) -> np.ndarray:
         if not has_uncertainty(std, y_best):

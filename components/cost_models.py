@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from metaopt.components.surrogates import GaussianProcess, RandomForest, Surrogate, Prediction
-from metaopt.registry import register
+from metaopt.registry import category_base, register
 
 MIN_COST = 1e-9
 """Costs are floored here before the log (some benchmarks report 0 for tiny runs)."""
@@ -38,15 +38,27 @@ class _RidgeLogLinear(Surrogate):
         return self._model.predict(F), np.full(len(F), self._residual_std)
 
 
+@category_base("cost_models")
 class CostModel:
-    """A regressor of log cost; ``predict`` returns costs (> 0)."""
+    """A regressor of log cost; ``predict`` returns costs (> 0).
+
+    A cost model is a surrogate (:class:`metaopt.components.surrogates.Surrogate`) fitted on log
+    cost: a new model is a subclass that passes its regressor to ``__init__``. One instance serves
+    one run. It is fitted and asked for predictions by the filter's
+    :class:`metaopt.components.filters.Scorer` (under a cost penalty, once per filtered batch) and by
+    the loop (cost-aware promotion and CAHB's cost-filled brackets, before each decision).
+    """
 
     def __init__(self, regressor: Surrogate) -> None:
         self.regressor = regressor
         self._fitted = False
 
     def fit(self, F: np.ndarray, cost: np.ndarray, rng: np.random.Generator) -> "CostModel":
-        """Fit on features ``F`` (n, p) and observed costs (n,); returns self."""
+        """Fit on features ``F`` (n, p) and observed costs (n,) of every evaluation so far; returns self.
+
+        ``F`` are :class:`metaopt.features.FeatureEncoder` features (fidelity last); costs are floored
+        at ``MIN_COST`` before the log. Every random draw comes from ``rng``, the run's generator.
+        """
         cost = np.asarray(cost, dtype=float)
         self.regressor.fit(F, np.log(np.maximum(cost, MIN_COST)), rng)
         self._fitted = len(cost) > 0
@@ -62,15 +74,18 @@ class CostModel:
 
 
 @register("cost_models", "loglinear", description="ridge regression of log cost on the features (paper 003's choice)")
-def loglinear() -> CostModel:
-    return CostModel(_RidgeLogLinear())
+class LogLinearCostModel(CostModel):
+    def __init__(self) -> None:
+        super().__init__(_RidgeLogLinear())
 
 
 @register("cost_models", "gp", description="Gaussian process on log cost (Matern 5/2 ARD)")
-def gaussian_process() -> CostModel:
-    return CostModel(GaussianProcess())
+class GPCostModel(CostModel):
+    def __init__(self) -> None:
+        super().__init__(GaussianProcess())
 
 
 @register("cost_models", "rf", description="random forest on log cost")
-def random_forest() -> CostModel:
-    return CostModel(RandomForest())
+class RFCostModel(CostModel):
+    def __init__(self) -> None:
+        super().__init__(RandomForest())

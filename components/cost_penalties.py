@@ -34,18 +34,41 @@ import numpy as np
 from ConfigSpace import Float
 
 from metaopt.components.cost_models import MIN_COST
-from metaopt.registry import register
+from metaopt.registry import category_base, register
 
 
+@category_base("cost_penalties")
 class CostPenalty(ABC):
     """Scores candidates from (EI, predicted cost, t); lower is better."""
 
     uses_cost: bool = True
-    """Whether the penalty needs the cost model (``none`` does not)."""
+    """Whether the penalty needs the cost model: the cost-model category exists in the design space
+    only under such a penalty, and the design space forbids it with a surrogate without a std."""
+
+    @abstractmethod
+    def score(self, ei: np.ndarray, cost: np.ndarray, t: float, fallback: np.ndarray) -> np.ndarray:
+        """Score candidates; lower is better.
+
+        Called by :meth:`metaopt.components.filters.Scorer.fit_and_score` once per filtered batch,
+        after the acquisition scored the candidates (only for penalties with ``uses_cost``: for
+        the others the acquisition's scores are used as they are).
+
+        Args:
+            ei: Expected improvement of each candidate, shape ``(m,)``, ≥ 0 (all 0 when the
+                surrogate gave no usable std).
+            cost: Predicted cost of each candidate at the fidelity predicted at, shape ``(m,)``, > 0.
+            t: Spent budget fraction in [0, 1].
+            fallback: The acquisition's scores, shape ``(m,)``.
+
+        Returns:
+            Scores, shape ``(m,)``. Deterministic: a penalty draws no random numbers.
+        """
+
+
+class _EIOverCost(CostPenalty):
+    """A penalty on positive EI; every candidate's EI 0 falls back to the acquisition's scores."""
 
     def score(self, ei: np.ndarray, cost: np.ndarray, t: float, fallback: np.ndarray) -> np.ndarray:
-        """Scores of candidates with ``ei`` (≥ 0) and predicted ``cost`` (> 0) at budget fraction ``t``;
-        ``fallback`` (the acquisition's scores) when no EI is positive."""
         ei = np.asarray(ei, dtype=float)
         if not np.any(ei > 0):
             return np.asarray(fallback, dtype=float)
@@ -62,7 +85,7 @@ def ei_per_cost(ei: np.ndarray, cost: np.ndarray, alpha: float) -> np.ndarray:
 
 
 @register("cost_penalties", "none", description="no cost penalty: rank by the acquisition alone")
-class NoPenalty:
+class NoPenalty(CostPenalty):
     """The acquisition's own scores; needs no cost model."""
 
     uses_cost = False
@@ -72,7 +95,7 @@ class NoPenalty:
 
 
 @register("cost_penalties", "eipu", description="EI per unit cost, EI/c(x) (Snoek et al. 2012)")
-class EIPerUnitCost(CostPenalty):
+class EIPerUnitCost(_EIOverCost):
     def _score(self, ei: np.ndarray, cost: np.ndarray, t: float) -> np.ndarray:
         return ei_per_cost(ei, cost, 1.0)
 
@@ -80,7 +103,7 @@ class EIPerUnitCost(CostPenalty):
 @register("cost_penalties", "ei_alpha",
           hyperparameters=[Float("cost_alpha", (0.01, 1.0), default=0.2, log=True)],
           description="EI/c(x)^α (paper 003 Eq. 1)")
-class EIAlpha(CostPenalty):
+class EIAlpha(_EIOverCost):
     def __init__(self, cost_alpha: float = 0.2) -> None:
         self.alpha = float(cost_alpha)
 
@@ -90,14 +113,14 @@ class EIAlpha(CostPenalty):
 
 @register("cost_penalties", "ei_cool", description="EI-cool: EI/c(x)^α, α = 1 − t decays from EIpu to EI "
           "(Lee et al. 2020)")
-class EICool(CostPenalty):
+class EICool(_EIOverCost):
     def _score(self, ei: np.ndarray, cost: np.ndarray, t: float) -> np.ndarray:
         return ei_per_cost(ei, cost, min(max(1.0 - t, 0.0), 1.0))
 
 
 @register("cost_penalties", "cei", hyperparameters=[Float("cei_lambda", (0.0, 1.0), default=0.1)],
           description="CEI_λ: the cheapest candidate with EI ≥ (1 − λ)·max EI (paper 003 Eq. 2)")
-class ContextualEI(CostPenalty):
+class ContextualEI(_EIOverCost):
     def __init__(self, cei_lambda: float = 0.1) -> None:
         self.lam = float(cei_lambda)
 

@@ -61,7 +61,7 @@ import numpy as np
 from ConfigSpace import Float
 
 from metaopt.benchmarks.base import Fidelity
-from metaopt.registry import register
+from metaopt.registry import category_base, register
 
 # η_fid is searched on a log-log scale (paper Table 4: η_fid in [2^(1/4), 2^4], scale log log η):
 # the design-space parameter is log_eta_fid = ln η_fid, itself on a log scale.
@@ -182,12 +182,31 @@ def shrinking_plan(bracket: int, m: int, s: int, fidelity: Fidelity, eta_fid: fl
     return BracketPlan(bracket, tuple(stages))
 
 
+@category_base("fidelity_schedules")
 class FidelitySchedule(ABC):
     """Yields bracket plans forever for a given fidelity range and batch size μ."""
 
+    multi_fidelity: bool = False
+    """Whether the schedule evaluates at fidelities below r_max: the promotion-rule category exists
+    in the design space only under such a schedule, and proposals without
+    ``supports_multi_fidelity`` (CFO) are forbidden with it."""
+
     @abstractmethod
     def brackets(self, fidelity: Fidelity, mu: int) -> Iterator[BracketPlan]:
-        ...
+        """The run's bracket plans, in order, without end.
+
+        Called once per run by the loop (:mod:`metaopt.loop`), which takes plans from the iterator
+        and runs each (its stages in order) until the budget is spent or a stopping rule ends
+        the run; an iterator must therefore never be exhausted.
+
+        Args:
+            fidelity: The problem's fidelity range (stage fidelities are snapped to it).
+            mu: The batch size μ (the first bracket's size for Hyperband-like schedules).
+
+        Returns:
+            An iterator of :class:`BracketPlan`. Deterministic: a schedule draws no random numbers
+            (a plan with ``resize`` lets the loop size a bracket by the configurations it drew).
+        """
 
     def stages(self, fidelity: Fidelity) -> int:
         """Number of fidelity stages s this schedule uses on ``fidelity``."""
@@ -203,6 +222,8 @@ class SingleFidelity(FidelitySchedule):
 
 
 class _MultiFidelity(FidelitySchedule):
+    multi_fidelity = True
+
     def __init__(self, log_eta_fid: float, survival_fraction: float) -> None:
         self.eta_fid = math.exp(log_eta_fid)
         self.survival_fraction = float(survival_fraction)

@@ -29,12 +29,12 @@ from ConfigSpace import Categorical, Float, Integer
 
 from metaopt.components.acquisition import Acquisition, expected_improvement, has_uncertainty
 from metaopt.components.cost_models import CostModel
-from metaopt.components.cost_penalties import CostPenalty, NoPenalty
+from metaopt.components.cost_penalties import CostPenalty
 from metaopt.components.samplers import Sampler
 from metaopt.components.surrogates import Surrogate
 from metaopt.context import ProposalContext
 from metaopt.features import FeatureEncoder
-from metaopt.registry import register
+from metaopt.registry import category_base, register
 
 RHO = (Float("filter_rho_0", (0.0, 1.0), default=0.0), Float("filter_rho_1", (0.0, 1.0), default=0.0))
 N_SAMPLES = tuple(Float(f"filter_ns{k}_{t}", (1.0, 1000.0), default=64.0, log=True) for k in (0, 1) for t in (0, 1))
@@ -76,7 +76,7 @@ class Scorer:
     surrogate: Surrogate
     acquisition: Acquisition
     predict_at_max_fidelity: bool
-    cost_penalty: CostPenalty | NoPenalty | None = None
+    cost_penalty: CostPenalty | None = None
     cost_model: CostModel | None = None
 
     def fit_and_score(self, ctx: ProposalContext, candidates: np.ndarray) -> np.ndarray:
@@ -101,14 +101,38 @@ class Scorer:
         return self.cost_penalty.score(ei, self.cost_model.predict(features), ctx.t, fallback=scores)
 
 
+@category_base("filters")
 class Filter(ABC):
-    """Proposes ``n`` configurations using a sampler and (optionally) a scorer."""
+    """Proposes configurations for ``sample_filter``: draws from the sampler and keeps the candidates
+    the scorer (surrogate + acquisition) ranks best. One instance serves one run."""
 
+    uses_surrogate: bool = False
+    """Whether the filter ranks candidates with a surrogate: the surrogate and acquisition
+    categories exist in the design space only under such a filter, and only then does the
+    loop build a :class:`Scorer` for it."""
     predict_at_max_fidelity: bool = False
+    """Whether the scorer predicts at the largest fidelity evaluated so far (else at the stage's)."""
 
     @abstractmethod
     def propose(self, n: int, ctx: ProposalContext, sampler: Sampler, scorer: Scorer | None) -> np.ndarray:
-        ...
+        """Propose ``n`` configurations for one stage.
+
+        Called by :meth:`metaopt.components.proposals.SampleAndFilter.propose` each time the loop
+        asks the proposal for new configurations (see :meth:`metaopt.components.proposals.Proposal.propose`).
+
+        Args:
+            n: How many configurations (may be 0).
+            ctx: The run so far (archive, codec, stage fidelity, ``t``, ``rng``).
+            sampler: The generating distribution to draw candidates from (:meth:`Sampler.sample`).
+            scorer: The fitted-on-demand surrogate and acquisition; None for filters without
+                ``uses_surrogate``. :meth:`Scorer.fit_and_score` refits it on the archive.
+
+        Returns:
+            An array of shape ``(n, ctx.codec.dim)`` of encoded configurations (values in [0, 1],
+            NaN exactly at inactive hyperparameters), rows the sampler drew.
+
+        Every random draw must come from ``ctx.rng`` (directly or through the sampler).
+        """
 
 
 @register("filters", "none", description="no filtering: every proposed point comes straight from the sampler")
@@ -118,6 +142,8 @@ class NoFilter(Filter):
 
 
 class _SurrogateFilter(Filter):
+    uses_surrogate = True
+
     def __init__(self, filter_rho_0: float, filter_rho_1: float, filter_ns0_0: float, filter_ns0_1: float,
                  filter_ns1_0: float, filter_ns1_1: float, filter_mb: bool, filter_rho_random: bool) -> None:
         self.rho = (float(filter_rho_0), float(filter_rho_1))

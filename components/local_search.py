@@ -101,6 +101,8 @@ class _Pending:
 class CFO(Proposal):
     """FLOW² with CFO's step-size rules and restarts; all state lives in the instance (one per run)."""
 
+    supports_multi_fidelity = False
+
     def __init__(self, cfo_step_init: float = STEP_INIT.default_value) -> None:
         self.c = float(cfo_step_init)
         self.codec: SpaceCodec | None = None

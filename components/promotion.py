@@ -42,7 +42,7 @@ from typing import Callable
 import numpy as np
 
 from metaopt.components.fidelity_schedules import cost_prefix
-from metaopt.registry import register
+from metaopt.registry import category_base, register
 
 
 @dataclass(frozen=True)
@@ -59,12 +59,27 @@ class Rung:
     """Estimated cost of each configuration at the next stage (computed on demand)."""
 
 
+@category_base("promotion_rules")
 class PromotionRule(ABC):
-    """Chooses the survivors of a rung."""
+    """Chooses the survivors of a rung (only under a fidelity schedule with ``multi_fidelity``)."""
 
     @abstractmethod
     def select(self, rung: Rung) -> np.ndarray:
-        """Indices into the rung of the survivors, best first."""
+        """Choose which configurations of a finished stage go on to the next stage.
+
+        Called by the loop after every stage of a bracket except its last, once all of the
+        stage's evaluations are in.
+
+        Args:
+            rung: The finished stage: last observed losses (NaN for failures), the schedule's
+                survivor count, the survival fraction, and the next-stage costs on demand
+                (calling ``rung.next_costs()`` fits the run's cost model; rules that do not need
+                costs should not call it).
+
+        Returns:
+            Integer indices into the rung (into ``rung.losses``) of the survivors, best first, no
+            duplicates, at least one. Deterministic: a rule draws no random numbers.
+        """
 
 
 def by_loss(losses: np.ndarray) -> np.ndarray:

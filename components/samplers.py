@@ -10,15 +10,40 @@ from ConfigSpace import Float
 from scipy import special
 
 from metaopt.context import ProposalContext
-from metaopt.registry import register
+from metaopt.registry import category_base, register
 
 
+@category_base("samplers")
 class Sampler(ABC):
-    """Draws ``n`` new configurations (as vectors of the problem's search space)."""
+    """The generating distribution: draws new configurations of the problem's search space.
+
+    One instance serves one run (the loop builds the optimizer per run), so a sampler may keep
+    state between calls; it is built with its hyperparameters as keyword arguments.
+    """
 
     @abstractmethod
     def sample(self, n: int, ctx: ProposalContext) -> np.ndarray:
-        ...
+        """Draw ``n`` new configurations.
+
+        Called by the filter of ``sample_filter`` whenever it needs points: for the randomly
+        interleaved share of a batch and for the candidates the surrogate ranks (so possibly many
+        times per batch, with ``n`` larger than the batch). ``n`` may be 0.
+
+        Args:
+            n: How many configurations to draw.
+            ctx: The run so far: ``ctx.archive`` (every evaluation), ``ctx.codec`` (the encoding),
+                ``ctx.fidelity`` (the stage the points are proposed for), ``ctx.t`` (spent budget
+                fraction in [0, 1]) and ``ctx.rng``.
+
+        Returns:
+            An array of shape ``(n, ctx.codec.dim)``: configurations encoded by ``ctx.codec``
+            (ConfigSpace's vector form, every value in [0, 1]) with NaN exactly at the
+            hyperparameters that are inactive under the configuration's conditions; every row
+            must satisfy the search space's forbidden clauses.
+
+        Every random draw must come from ``ctx.rng``, the run's one generator: no other source of
+        randomness, so that a run is a pure function of its seed.
+        """
 
 
 @register("samplers", "uniform", description="uniform over the search space (conditions and forbiddens respected)")

@@ -28,7 +28,7 @@ from metaopt.components.surrogates import GaussianProcess
 from metaopt.budget import BUDGET_TOLERANCE
 from metaopt.context import RunState
 from metaopt.features import FeatureEncoder
-from metaopt.registry import register
+from metaopt.registry import category_base, register
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ N_CANDIDATES = 500
 """Uniform random configurations over which max EI / max PI / min LCB are taken (the paper: over Γ)."""
 
 
+@category_base("stopping_rules")
 class StoppingRule(ABC):
     """Checked after every batch; returns the stop reason (the rule's name), or None to go on."""
 
@@ -46,7 +47,24 @@ class StoppingRule(ABC):
 
     @abstractmethod
     def check(self, state: RunState) -> str | None:
-        ...
+        """Decide whether the run ends now.
+
+        Called by the loop after every batch (every stage of a bracket), once the batch's
+        evaluations are in the archive and the budget is charged; the budget rule is always
+        checked too.
+
+        Args:
+            state: The run so far: ``state.archive`` (every evaluation), ``state.t`` (spent
+                budget fraction), ``state.codec``, ``state.problem`` and ``state.stopping_rng``.
+
+        Returns:
+            The stop reason (the rule's registered name) to end the run, None to go on. Set
+            :attr:`statistic` (NaN when not computed) before returning: the loop records it in
+            the trace. Never raise because of too little data: do not stop instead.
+
+        Every random draw must come from ``state.stopping_rng``, never from the proposals'
+        generator, so a rule cannot change what the run proposes.
+        """
 
 
 @register("stopping_rules", "budget", description="stop when the budget is spent (and only then)")

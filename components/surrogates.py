@@ -24,7 +24,7 @@ from threadpoolctl import ThreadpoolController
 from scipy.spatial.distance import cdist
 from scipy.special import logsumexp
 
-from metaopt.registry import register
+from metaopt.registry import category_base, register
 
 logger = logging.getLogger(__name__)
 
@@ -47,11 +47,19 @@ def _threadpools() -> ThreadpoolController:
     return ThreadpoolController()
 
 
+@category_base("surrogates")
 class Surrogate(ABC):
-    """Base class: cleaning, featureless fallback, error containment. Subclasses implement ``_fit``/``_predict``."""
+    """Base class: cleaning, featureless fallback, error containment. Subclasses implement ``_fit``/``_predict``.
+
+    The loop's :class:`metaopt.components.filters.Scorer` calls :meth:`fit` on the whole archive and
+    then :meth:`predict` on the candidates, once per filtered batch; the cost models and the
+    model-based stopping rules use the same two calls. One instance serves one run (a model may
+    warm-start from its previous fit).
+    """
 
     has_std: bool = False
-    """Whether ``predict`` returns a standard deviation (needed by EI, PI, LCB)."""
+    """Whether ``predict`` returns a standard deviation (needed by EI, PI, LCB). The design space
+    forbids the cost penalties (which need EI) with a surrogate without one."""
     min_points: int = 2
     """Fewer (clean) training rows than this -> featureless fallback."""
 
@@ -108,11 +116,28 @@ class Surrogate(ABC):
 
     @abstractmethod
     def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
-        """Fit on clean data: finite, at least ``min_points`` rows, non-constant y and F."""
+        """Fit the model; called by :meth:`fit` only on clean data.
+
+        Args:
+            F: Features, shape ``(n, p)``: finite, at least ``min_points`` rows, not all rows equal.
+                Columns are :class:`metaopt.features.FeatureEncoder`'s (an inactive hyperparameter
+                is a fixed out-of-range value, never NaN), the fidelity last.
+            y: Losses, shape ``(n,)``: finite and not constant (lower is better).
+            rng: The run's generator; every random draw (e.g. a seed for scikit-learn) comes from it.
+
+        May raise: :meth:`fit` then falls back to the featureless model and logs why.
+        """
 
     @abstractmethod
     def _predict(self, F: np.ndarray) -> Prediction:
-        """``(mean, std or None)`` for at least one row."""
+        """Predict for features ``F`` of shape ``(m, p)``, ``m ≥ 1``; called by :meth:`predict` after a
+        successful :meth:`_fit`.
+
+        Returns:
+            ``(mean, std)``: arrays of shape ``(m,)``; ``std`` None when the class has no
+            ``has_std``. Non-finite values are replaced by the featureless prediction; raising
+            falls back to it.
+        """
 
 
 class Featureless(Surrogate):
@@ -285,7 +310,7 @@ class RandomForest(Surrogate):
 @register("surrogates", "gp", description="Gaussian process (Matern 5/2 ARD + noise) with mean and std")
 class GaussianProcess(Surrogate):
     """scikit-learn GP: Constant × Matern(ν = 5/2, one length scale per feature) + White noise
-    (:class:`metaopt.components.gp_kernel.GPKernel`: scikit-learn's kernel with a faster, identical gradient).
+    (:class:`metaopt.components._gp_kernel.GPKernel`: scikit-learn's kernel with a faster, identical gradient).
 
     ``normalize_y`` standardizes the losses, so the kernel bounds are on a unit scale. Hyperparameters
     by maximum likelihood from one start (no restarts, for speed): the previous fit's kernel when this
@@ -307,7 +332,7 @@ class GaussianProcess(Surrogate):
         from sklearn.exceptions import ConvergenceWarning
         from sklearn.gaussian_process import GaussianProcessRegressor
 
-        from metaopt.components.gp_kernel import GPKernel
+        from metaopt.components._gp_kernel import GPKernel
 
         if len(y) > self.max_points:
             order = np.argsort(y, kind="stable")

@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from metaopt.run_io import RunResult
-from metaopt.components.cost_models import CostModel, loglinear
+from metaopt.components.cost_models import CostModel, LogLinearCostModel
 from metaopt.components.filters import Scorer
 from metaopt.components.fidelity_schedules import BracketPlan, FidelitySchedule, Stage, fill_by_cost
 from metaopt.components.promotion import PromotionRule, Rung
@@ -66,6 +66,12 @@ class Optimizer:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "Optimizer":
+        """Build the components γ = ``config`` selects (validated, defaults filled in) for one run.
+
+        Each chosen component is built from the registry with its hyperparameters; the proposal
+        ``sample_filter`` is then wired to the chosen sampler, filter and, for a filter with
+        ``uses_surrogate``, a :class:`Scorer` (surrogate, acquisition, cost penalty and model).
+        """
         gamma = validate(config)
         chosen = select(gamma)
         built = {cat: chosen.build(cat, gamma) for cat in chosen.components}
@@ -74,7 +80,7 @@ class Optimizer:
         if isinstance(proposal, SampleAndFilter):
             proposal_filter = built["filters"]
             scorer = None
-            if "surrogates" in built:
+            if proposal_filter.uses_surrogate:
                 scorer = Scorer(built["surrogates"], built["acquisitions"], proposal_filter.predict_at_max_fidelity,
                                 cost_penalty=built.get("cost_penalties"), cost_model=penalty_cost_model)
             proposal = replace(proposal, sampler=built["samplers"], filter=proposal_filter, scorer=scorer)
@@ -83,7 +89,7 @@ class Optimizer:
             schedule=built["fidelity_schedules"],
             proposal=proposal,
             # Cost-aware promotion and CAHB use the penalty's cost model when there is one, else log-linear.
-            cost_model=penalty_cost_model or loglinear(),
+            cost_model=penalty_cost_model or LogLinearCostModel(),
             promotion=built.get("promotion_rules"),
             stopping=[BudgetRule()] + ([] if isinstance(built["stopping_rules"], BudgetRule)
                                        else [built["stopping_rules"]]),

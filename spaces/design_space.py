@@ -4,6 +4,11 @@ For every category there is a selector parameter (e.g. ``fidelity_schedule`` in 
 sh, hb}); each component's own hyperparameters are active only when it is selected (shared ones
 when any of their owners is). Loop-level parameters (μ) are always active.
 
+Which categories are conditional on which choices, and which combinations are forbidden, is
+derived from what the components declare (class attributes such as
+``FidelitySchedule.multi_fidelity`` or ``Surrogate.has_std``; see :data:`metaopt.registry.CATEGORIES`
+and :func:`forbidden_rules`), never from lists of names: a new component only declares what it is.
+
 A configuration γ may leave parameters out: missing active parameters take their defaults, and
 every category's default is its neutral choice (e.g. ``stopping: budget``), so that adding a
 component later never changes what an existing configuration means.
@@ -35,7 +40,7 @@ from ConfigSpace.hyperparameters import (
 from ConfigSpace.util import deactivate_inactive_hyperparameters
 
 from metaopt.errors import UsageError
-from metaopt.registry import CATEGORIES, components, get_component
+from metaopt.registry import CATEGORIES, activating_choices, components, get_component, names_declaring
 
 # μ(1): the batch size (first-bracket size for hb). Paper Table 4: {2..200} on a log scale; we
 # start at 1 so that sequential single-fidelity algorithms (RS, BO) are points of the space.
@@ -86,8 +91,9 @@ def build_space(
             names = [str(fixed.pop(category.selector))]
             comps = [c for c in comps if c.name in names]
         condition_values: list[str] = []
-        if category.active_when is not None:
-            parent, values = category.active_when
+        activation = activating_choices(category)
+        if activation is not None:
+            parent, values = activation
             if parent not in space:
                 continue
             condition_values = [v for v in values if v in getattr(space[parent], "choices", ())]
@@ -97,7 +103,7 @@ def build_space(
                                else names[0])
         space.add(selector)
         if condition_values:
-            space.add(_condition(selector, space[category.active_when[0]], condition_values))
+            space.add(_condition(selector, space[activation[0]], condition_values))
         shared: dict[str, tuple[Hyperparameter, list[str]]] = {}
         for comp in comps:
             for hp in comp.hyperparameters:
@@ -119,18 +125,29 @@ def build_space(
     return space
 
 
-# Combinations that cannot run, as (parameter, forbidden values) clauses that must all hold. A rule
-# is added when all its parameters are in the space and each keeps at least one forbidden value.
-FORBIDDEN: tuple[tuple[tuple[str, tuple[Any, ...]], ...], ...] = (
-    # CFO is a sequential local search on full-fidelity losses: it has no multi-fidelity variant here.
-    (("proposal", ("cfo",)), ("fidelity_schedule", ("equal", "sh", "hb", "cahb"))),
-    # Cost penalties trade expected improvement against cost; EI needs a surrogate with a std.
-    (("cost_penalty", ("eipu", "ei_alpha", "ei_cool", "cei")), ("surrogate", ("knn1", "kknn7", "tpe"))),
-)
+ForbiddenRule = tuple[tuple[str, tuple[str, ...]], ...]
+"""A combination that cannot run: (selector, forbidden choices) clauses that must all hold."""
+
+
+def _choices(category: str, attribute: str, value: bool = True) -> tuple[str, tuple[str, ...]]:
+    """The clause "the selector of ``category`` picks a component whose ``attribute`` is ``value``"."""
+    return CATEGORIES[category].selector, names_declaring(category, attribute, value)
+
+
+def forbidden_rules() -> list[ForbiddenRule]:
+    """Combinations that cannot run, derived from the components' class attributes."""
+    return [
+        # CFO is a sequential local search on full-fidelity losses: it has no multi-fidelity variant here.
+        (_choices("proposals", "supports_multi_fidelity", False), _choices("fidelity_schedules", "multi_fidelity")),
+        # Cost penalties trade expected improvement against cost; EI needs a surrogate with a std.
+        (_choices("cost_penalties", "uses_cost"), _choices("surrogates", "has_std", False)),
+    ]
 
 
 def _add_forbiddens(space: ConfigurationSpace) -> None:
-    for rule in FORBIDDEN:
+    """Add each rule of :func:`forbidden_rules` whose parameters are all in the space and each keep
+    at least one forbidden value (a clause on a constant is dropped when it holds)."""
+    for rule in forbidden_rules():
         clauses = []
         for name, values in rule:
             hp = space[name] if name in space else None
@@ -145,6 +162,8 @@ def _add_forbiddens(space: ConfigurationSpace) -> None:
         else:
             if clauses:
                 space.add(clauses[0] if len(clauses) == 1 else ForbiddenAndConjunction(*clauses))
+
+
 def _condition(child: Hyperparameter, parent: Hyperparameter, values: list[str]) -> EqualsCondition | InCondition:
     """child is active iff parent takes one of ``values``."""
     return EqualsCondition(child, parent, values[0]) if len(values) == 1 else InCondition(child, parent, values)

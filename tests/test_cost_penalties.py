@@ -5,7 +5,7 @@ import pytest
 from scipy.stats import rankdata
 
 from metaopt.components.acquisition import ExpectedImprovement, expected_improvement
-from metaopt.components.cost_models import loglinear
+from metaopt.components.cost_models import LogLinearCostModel
 from metaopt.components.cost_penalties import ContextualEI, EIAlpha, EICool, EIPerUnitCost, NoPenalty
 from metaopt.components.filters import Scorer
 from metaopt.components.surrogates import GaussianProcess
@@ -112,7 +112,7 @@ def test_scorer_without_penalty_is_unchanged_and_draws_nothing_more():
     ctx_a, ctx_b = _context(12), _context(12)
     candidates = ctx_a.codec.sample_uniform(50, np.random.default_rng(5))
     plain = Scorer(GaussianProcess(), ExpectedImprovement(), True).fit_and_score(ctx_a, candidates)
-    none = Scorer(GaussianProcess(), ExpectedImprovement(), True, cost_penalty=NoPenalty(), cost_model=loglinear())
+    none = Scorer(GaussianProcess(), ExpectedImprovement(), True, cost_penalty=NoPenalty(), cost_model=LogLinearCostModel())
     assert np.array_equal(none.fit_and_score(ctx_b, candidates), plain)
     assert ctx_a.rng.bit_generator.state == ctx_b.rng.bit_generator.state
 
@@ -121,7 +121,7 @@ def test_scorer_applies_the_penalty_to_ei_and_predicted_cost():
     ctx = _context(12)
     candidates = ctx.codec.sample_uniform(50, np.random.default_rng(5))
     scorer = Scorer(GaussianProcess(), ExpectedImprovement(), True,
-                    cost_penalty=EIPerUnitCost(), cost_model=loglinear())
+                    cost_penalty=EIPerUnitCost(), cost_model=LogLinearCostModel())
     scores = scorer.fit_and_score(ctx, candidates)
     # recompute by hand from the fitted models (at the largest fidelity, as filter_mb asks)
     F = FeatureEncoder(ctx.codec, PROBLEM.fidelity).encode(candidates, PROBLEM.fidelity.r_max)

@@ -66,7 +66,7 @@ def test_random_forest_equals_scikit_learn_forest(n, p):
 def test_gp_kernel_equals_scikit_learn_kernel(n, p):
     from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-    from metaopt.components.gp_kernel import GPKernel
+    from metaopt.components._gp_kernel import GPKernel
 
     X = np.random.default_rng(n).random((n, p))
     theta = np.random.default_rng(p).uniform(-2, 2, p + 2)

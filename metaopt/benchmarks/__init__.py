@@ -1,15 +1,20 @@
-"""Benchmarks by name: ``yahpo:<scenario>`` (offline YAHPO Gym surrogates), ``synthetic:<family>``
-and ``live:<model>`` (scikit-learn models trained for real; slow, with measured costs).
+"""Benchmarks by name: ``<kind>:<scenario>``, where each kind is registered with
+:func:`register_benchmark`: ``yahpo:<scenario>`` (offline YAHPO Gym surrogates),
+``synthetic:<family>`` and ``live:<model>`` (scikit-learn models trained for real; slow, with
+measured costs).
 
 ``get_benchmark`` is the one entry point; benchmarks are cached per (name, data directory) so a
-process loads each surrogate once.
+process loads each surrogate once. A kind's module is imported only when one of its benchmarks is
+loaded or listed (YAHPO and scikit-learn are slow to import).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from metaopt.benchmarks.base import Benchmark, Evaluation, Fidelity, Problem, split_instances
 from metaopt.errors import UsageError
@@ -21,6 +26,7 @@ __all__ = [
     "Problem",
     "get_benchmark",
     "list_benchmark_names",
+    "register_benchmark",
     "split_instances",
     "yahpo_data_dir",
 ]
@@ -34,17 +40,41 @@ def yahpo_data_dir(override: str | os.PathLike | None = None) -> Path | None:
     return Path(value).expanduser().resolve() if value else None
 
 
+BenchmarkFactory = Callable[[str, Path | None], Benchmark | None]
+"""``factory(scenario, yahpo_data_dir)``: the benchmark, or None when ``scenario`` is not one of the kind's."""
+ScenarioLister = Callable[[Path | None], list[str]]
+"""``scenarios(yahpo_data_dir)``: the scenarios of the kind available (for listings and error messages)."""
+
+
+@dataclass(frozen=True)
+class BenchmarkKind:
+    """A kind of benchmark: how to load ``<prefix>:<scenario>`` and which scenarios there are."""
+
+    prefix: str
+    factory: BenchmarkFactory
+    scenarios: ScenarioLister
+
+
+_KINDS: dict[str, BenchmarkKind] = {}
+
+
+def register_benchmark(prefix: str, factory: BenchmarkFactory, scenarios: ScenarioLister) -> None:
+    """Make the benchmarks ``<prefix>:<scenario>`` loadable by :func:`get_benchmark`.
+
+    ``factory(scenario, data_dir)`` builds the benchmark (it may raise :class:`UsageError` with a
+    better message, e.g. for a missing data directory) or returns None for a scenario that is not
+    one of the kind's; ``scenarios(data_dir)`` lists the available ones. Kinds are listed in the
+    order they were registered.
+    """
+    if prefix in _KINDS:
+        raise ValueError(f"benchmark kind {prefix!r} is registered twice")
+    _KINDS[prefix] = BenchmarkKind(prefix, factory, scenarios)
+
+
 def list_benchmark_names(data_dir: str | os.PathLike | None = None) -> list[str]:
     """Every benchmark name available: synthetic families, live models, plus YAHPO scenarios found in the data dir."""
-    from metaopt.benchmarks import live, synthetic
-
-    names = [f"synthetic:{f}" for f in synthetic.FAMILIES] + [f"live:{m}" for m in live.MODELS]
     path = yahpo_data_dir(data_dir)
-    if path is not None:
-        from metaopt.benchmarks import yahpo
-
-        names += [f"yahpo:{s}" for s in yahpo.available_scenarios(path)]
-    return names
+    return [f"{kind.prefix}:{scenario}" for kind in _KINDS.values() for scenario in kind.scenarios(path)]
 
 
 def get_benchmark(name: str, data_dir: str | os.PathLike | None = None) -> Benchmark:
@@ -55,23 +85,64 @@ def get_benchmark(name: str, data_dir: str | os.PathLike | None = None) -> Bench
 
 @functools.lru_cache(maxsize=32)
 def _load(name: str, data_dir: str | None) -> Benchmark:
-    from metaopt.benchmarks import synthetic
-
-    kind, _, scenario = name.partition(":")
-    if kind == "synthetic" and scenario in synthetic.FAMILIES:
-        return synthetic.SyntheticBenchmark(scenario)
-    if kind == "live" and scenario:
-        from metaopt.benchmarks import live
-
-        return live.LiveBenchmark(scenario)
-    if kind == "yahpo" and scenario:
-        from metaopt.benchmarks import yahpo
-
-        if data_dir is None:
-            raise UsageError(
-                f"benchmark {name} needs the YAHPO data directory: set {YAHPO_ENV} or pass --yahpo-data PATH"
-            )
-        return yahpo.YahpoBenchmark(scenario, Path(data_dir))
+    prefix, _, scenario = name.partition(":")
+    kind = _KINDS.get(prefix)
+    benchmark = kind.factory(scenario, Path(data_dir) if data_dir else None) if kind else None
+    if benchmark is not None:
+        return benchmark
     known = list_benchmark_names(data_dir)
     raise UsageError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(known)}"
                      + ("" if data_dir else f" (set {YAHPO_ENV} to add yahpo:<scenario>)"))
+
+
+# -- the built-in kinds, in the order `metaopt benchmark list` shows them -------------------------
+
+def _synthetic(scenario: str, data_dir: Path | None) -> Benchmark | None:
+    from metaopt.benchmarks import synthetic
+
+    return synthetic.SyntheticBenchmark(scenario) if scenario in synthetic.FAMILIES else None
+
+
+def _synthetic_scenarios(data_dir: Path | None) -> list[str]:
+    from metaopt.benchmarks import synthetic
+
+    return list(synthetic.FAMILIES)
+
+
+def _live(scenario: str, data_dir: Path | None) -> Benchmark | None:
+    if not scenario:
+        return None
+    from metaopt.benchmarks import live
+
+    return live.LiveBenchmark(scenario)  # unknown models fail there, with the known ones listed
+
+
+def _live_scenarios(data_dir: Path | None) -> list[str]:
+    from metaopt.benchmarks import live
+
+    return list(live.MODELS)
+
+
+def _yahpo(scenario: str, data_dir: Path | None) -> Benchmark | None:
+    if not scenario:
+        return None
+    from metaopt.benchmarks import yahpo
+
+    if data_dir is None:
+        raise UsageError(
+            f"benchmark yahpo:{scenario} needs the YAHPO data directory: set {YAHPO_ENV} or pass --yahpo-data PATH"
+        )
+    return yahpo.YahpoBenchmark(scenario, data_dir)
+
+
+def _yahpo_scenarios(data_dir: Path | None) -> list[str]:
+    if data_dir is None:
+        return []
+    from metaopt.benchmarks import yahpo
+
+    return list(yahpo.available_scenarios(data_dir))
+
+
+register_benchmark("synthetic", _synthetic, _synthetic_scenarios)
+register_benchmark("live", _live, _live_scenarios)
+register_benchmark("yahpo", _yahpo, _yahpo_scenarios)

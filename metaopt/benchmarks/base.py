@@ -86,7 +86,8 @@ Split = Literal["train", "test", "all"]
 class Benchmark(ABC):
     """A scenario: instances, search space (fidelity excluded), fidelity, loss and cost.
 
-    Subclasses set the attributes in ``__init__`` and implement :meth:`evaluate`.
+    Subclasses set the attributes in ``__init__`` and implement :meth:`evaluate`; a new kind of
+    benchmark is made loadable by name with :func:`metaopt.benchmarks.register_benchmark`.
     """
 
     name: str
@@ -129,7 +130,29 @@ class Benchmark(ABC):
 
     @abstractmethod
     def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
-        """Evaluate ``configs`` (searched hyperparameters only; inactive ones absent) at ``fidelities``."""
+        """Evaluate a batch of configurations of one instance, each at its fidelity.
+
+        Called through :meth:`Problem.evaluate` by the optimizer loop once per stage (every
+        configuration of a batch in one call), by the regret references and by
+        ``metaopt benchmark eval`` (:meth:`evaluate_raw`).
+
+        Args:
+            instance: One of :attr:`instances`.
+            configs: Configurations as dicts of the searched hyperparameters (the fidelity is not
+                among them): inactive hyperparameters are absent, never NaN or None. Values are
+                Python numbers or category strings of :attr:`search_space`.
+            fidelities: One fidelity per configuration, each in [r_min, r_max] (an integer for
+                an integer fidelity); :meth:`_check_fidelities` validates them.
+
+        Returns:
+            An :class:`Evaluation` with ``loss`` and ``cost`` of shape ``(len(configs),)`` (loss is
+            minimized; NaN marks a failed evaluation; cost ≥ 0), in the order of ``configs``.
+
+        Must be deterministic: the same (instance, configuration, fidelity) always gives the same
+        loss, whatever the batch around it, and the same cost unless the cost is measured (the
+        ``live:`` benchmarks report real fit times). A benchmark never draws from the optimizer's
+        generator; any noise it simulates is derived from its own seeds.
+        """
 
     def _check_fidelities(self, fidelities: Sequence[float], n: int) -> np.ndarray:
         """``n`` fidelities as an array; non-numbers, a wrong count or values off the range fail."""
@@ -198,7 +221,13 @@ class Benchmark(ABC):
 
 @dataclass(frozen=True)
 class Problem:
-    """One instance of a benchmark: what a single optimizer run works on."""
+    """One instance of a benchmark: what a single optimizer run works on.
+
+    The loop reads :attr:`search_space` (configurations are encoded against it: vectors in [0, 1]
+    with NaN for inactive hyperparameters, :mod:`metaopt.space_codec`), :attr:`fidelity` (the
+    stages) and :attr:`cheap_end` (CFO's low-cost start), and calls :meth:`evaluate` once per stage
+    with the decoded configurations.
+    """
 
     benchmark: Benchmark
     instance: str
@@ -223,6 +252,7 @@ class Problem:
         return self.benchmark.d
 
     def evaluate(self, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
+        """Evaluate a batch on this instance: :meth:`Benchmark.evaluate` with the instance filled in."""
         return self.benchmark.evaluate(self.instance, configs, fidelities)
 
     def __str__(self) -> str:
