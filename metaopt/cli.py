@@ -21,7 +21,7 @@ from typing import Any, Callable, NoReturn, Sequence
 import pandas as pd
 
 from metaopt.errors import UsageError
-from metaopt.store_utils import check_writable
+from metaopt.store_utils import check_writable, read_text_file
 
 EXIT_USAGE = 2
 
@@ -109,14 +109,7 @@ def cmd_benchmark_list(args: argparse.Namespace) -> None:
 
 
 def _read_jsonl(path: str) -> list[dict[str, Any]]:
-    try:
-        lines = Path(path).read_text().splitlines()
-    except FileNotFoundError:
-        raise UsageError(f"--input: file not found: {path}") from None
-    except IsADirectoryError:
-        raise UsageError(f"--input: {path} is a folder; give a JSONL file") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"--input: {path} is not a UTF-8 text file") from None
+    lines = read_text_file(path, "--input", "a JSONL file").splitlines()
     records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():

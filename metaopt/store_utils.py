@@ -67,20 +67,35 @@ def output_lock(output: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+def read_text_file(path: str | Path, field: str, kind: str) -> str:
+    """The text of ``path``, for the readers of user-given files (study files, JSON, JSONL).
+
+    A missing, unreadable, non-UTF-8 file or a folder is a UsageError naming ``field``; ``kind``
+    says what was expected there (e.g. "a JSON file").
+    """
+    from metaopt.errors import UsageError
+
+    try:
+        return Path(path).read_text()
+    except FileNotFoundError:
+        raise UsageError(f"{field}: file not found: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{field}: {path} is a folder; give {kind}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{field}: {path} is not a UTF-8 text file; give {kind}") from None
+    except PermissionError:
+        raise UsageError(f"{field}: no permission to read {path}") from None
+
+
 def read_json_file(path: str | Path, field: str) -> Any:
     """The JSON content of ``path``; a missing or malformed file is a UsageError naming ``field``."""
     import json
 
     from metaopt.errors import UsageError
 
+    text = read_text_file(path, field, "a JSON file")
     try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{field}: file not found: {path}") from None
-    except IsADirectoryError:
-        raise UsageError(f"{field}: {path} is a folder, not a JSON file") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{field}: {path} is not a UTF-8 text file") from None
+        return json.loads(text)
     except json.JSONDecodeError as err:
         raise UsageError(f"{field}: {path} is not valid JSON ({err.msg})") from None
 

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from metaopt.errors import UsageError
+from metaopt.store_utils import read_text_file
 
 
 def _seed_list(value: int | list[int]) -> list[int]:
@@ -166,16 +167,7 @@ def _format_error(err: ValidationError, path: Path) -> str:
 
 def load_study(path: Path) -> Study:
     """Read and validate a study file; every problem is reported with its field name."""
-    try:
-        source = path.read_text()
-    except FileNotFoundError:
-        raise UsageError(f"study file not found: {path}") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a folder; give a study file (YAML)") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a UTF-8 text file; a study file is YAML text") from None
-    except PermissionError:
-        raise UsageError(f"{path}: no permission to read the study file") from None
+    source = read_text_file(path, "study file", "a study file (YAML)")
     try:
         data = yaml.safe_load(source)
     except yaml.YAMLError as err:
