@@ -341,7 +341,8 @@ def meta_section(study: StudySpec, output: Path, evaluation: Evaluation | None) 
     """γ* (Table 5 style) and the beeswarm of the meta-archive's top configurations (Fig. 1)."""
     from metaopt.spaces.design_space import design_space
 
-    archive_path, star_path = StudyStore(output).archive_csv, StudyStore(output).gamma_star_json
+    store = StudyStore(output)
+    archive_path, star_path = store.archive_csv, store.gamma_star_json
     archive = pd.read_csv(archive_path) if archive_path.exists() else None
     star = json.loads(star_path.read_text()) if star_path.exists() else None
     table = gamma_table(study, star, archive, evaluation)

@@ -497,18 +497,19 @@ def cmd_ablate(args: argparse.Namespace) -> None:
     check_choices("--variant", variants, VARIANTS)
     bench = get_benchmark(args.benchmark, args.yahpo_data)
     study_output = Path(args.study_output) if args.study_output else None
+    study_store = StudyStore(study_output) if study_output is not None else None
     study_budget = None
-    if study_output is not None:
+    if study_store is not None:
         if not study_output.is_dir():
             raise UsageError(f"--study-output: no such folder: {study_output}")
-        if StudyStore(study_output).is_study():
-            study = StudyStore(study_output).spec()
+        if study_store.is_study():
+            study = study_store.spec()
             if get_benchmark(study.benchmark, args.yahpo_data).name != bench.name:
                 raise UsageError(f"--benchmark: {bench.name} is not the benchmark of {study_output} ({study.benchmark})")
             study_budget = study.budget
     stars = None  # no study: no gamma_star
-    if study_output is not None:
-        star_file = StudyStore(study_output).gamma_star_json
+    if study_store is not None:
+        star_file = study_store.gamma_star_json
         wanted = star_file.exists() and "gamma_star" in (args.source, args.target)
         stars = {"gamma_star": read_config_file(star_file, "--study-output") if wanted else None}
     hint = "give --study-output DIR with meta/gamma_star.json" + (f"; not found: {star_file}" if stars else "")
@@ -526,7 +527,7 @@ def cmd_ablate(args: argparse.Namespace) -> None:
         if study_output is None:
             raise UsageError("--estimator surrogate: needs --study-output DIR with meta/archive.csv")
         spec = AblationSpec(**common, budget=Budget.parse(study_budget, bench.d) if study_budget else None,
-                            archive=StudyStore(study_output).archive_csv)
+                            archive=study_store.archive_csv)
         with output_lock(Path(args.out)):
             tables = run_ablation(spec, Path(args.out), None, args.quiet)
     else:

@@ -38,7 +38,7 @@ from metaopt.loop import run as run_loop
 from metaopt.references import Reference
 from metaopt.spaces.design_space import without_stopping
 from metaopt.spaces.resolve import optimizer_name, resolve_optimizer
-from metaopt.run_io import UNFINISHED, check_run, read_run, write_run
+from metaopt.run_io import UNFINISHED, DamagedRun, check_run, read_run, write_run
 from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
@@ -160,12 +160,14 @@ def evaluate(output: Path | StudyStore, bench: Benchmark, entries: list[Optimize
     elapsed = time.perf_counter() - started
     print(f"evaluation: {len(todo)} runs in {elapsed:.1f} s" + (f", {failures} failed (see failed.json)" if failures else ""))
 
-    folders = [(spec, store.eval_run_dir(spec.optimizer, spec.instance, spec.seed)) for spec in specs]
-    finished = [check_run(d) is None for _, d in folders]
-    results = [(dict(optimizer=s.optimizer, instance=s.instance, seed=s.seed), read_run(d))
-               for (s, d), ok in zip(folders, finished) if ok]
-    failed = [f"{s.optimizer} on {s.instance} seed {s.seed}" for (s, d), ok in zip(folders, finished)
-              if not ok and (d / "failed.json").exists()]
+    results, failed = [], []
+    for s in specs:  # each stored run is read (and its digest checked) once
+        folder = store.eval_run_dir(s.optimizer, s.instance, s.seed)
+        try:
+            results.append((dict(optimizer=s.optimizer, instance=s.instance, seed=s.seed), read_run(folder)))
+        except (FileNotFoundError, DamagedRun):
+            if (folder / "failed.json").exists():
+                failed.append(f"{s.optimizer} on {s.instance} seed {s.seed}")
     if not results:
         raise UsageError("evaluation: no run finished; nothing to tabulate")
     caption = (f"{caption_prefix}{bench.name}: {len(instances)} instances "

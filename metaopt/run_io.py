@@ -84,11 +84,6 @@ def check_run(directory: Path) -> str | None:
     return None
 
 
-def is_complete(directory: Path) -> bool:
-    """Whether ``directory`` holds a finished, intact run (see :func:`check_run`)."""
-    return check_run(directory) is None
-
-
 def read_run(directory: Path) -> RunResult:
     """The stored run in ``directory``; DamagedRun (or FileNotFoundError) unless it is finished and intact."""
     summary, trace = _verified_files(Path(directory))
