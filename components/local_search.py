@@ -43,6 +43,27 @@ Choices (the paper leaves them open, or its scale does not fit a [0, 1] space):
 - Feedback: the rows the archive gained since the last call are this component's previous
   proposals, in order (a budget cut may drop a tail; those proposals are forgotten). NaN losses
   count as +inf (never an improvement).
+
+Where the paper leaves a rule open, FLAML's implementation (``flaml/tune/searcher/flow2.py``) made
+other choices than the defaults above. Each is a hyperparameter, so the meta-search can pick; the
+defaults are the paper's rules (the ``cfo`` preset), and ``cfo_flaml`` sets all of them FLAML's way:
+
+- ``cfo_patience_base`` b: the step shrinks after ceil(b^(d−1)) consecutive non-improving
+  iterations (paper: b = 2). At d = 7 the paper's 64 iterations (128 evaluations) leave a 30·d run
+  at most one shrink; a smaller base makes the step rules act within such budgets.
+- ``cfo_repeat_shrink``: after the first shrink of an incumbent, every further non-improving
+  iteration shrinks again (FLAML: its counter steps back by one direction instead of restarting),
+  with FLAML's telescoping factor δ ← δ·√(k_prev/k) (k_prev: the iteration of the previous shrink,
+  k' at the first), so the total shrink since the best is √(k'/k) whatever the count of shrinks.
+  Off (paper): the counter restarts and each shrink divides by √(k/k').
+- ``cfo_expand``: a strictly better point undoes the last shrink, δ ← δ·√(k/k_prev), capped at √d
+  (FLAML's step upper bound; the diagonal of the unit cube). Off: δ stays.
+- ``cfo_start``: ``default`` starts hyperparameters without a declared cheap end at their
+  ConfigSpace default; ``random`` draws them uniformly (FLAML completes its low-cost partial
+  configuration with a random sample).
+- ``cfo_lower_scale`` multiplies δ_lower (FLAML's bound for integers is √d / (upper − lower), ten
+  times ours at c = 0.1, and 1e-4 without discrete coordinates).
+- ``cfo_restart_noise`` multiplies the restart noise's standard deviation c.
 """
 
 from __future__ import annotations
@@ -51,7 +72,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from ConfigSpace import Float
+from ConfigSpace import Categorical, Float
 
 from metaopt.components.proposals import Proposal
 from metaopt.context import ProposalContext
@@ -59,6 +80,13 @@ from metaopt.registry import register
 from metaopt.space_codec import SpaceCodec
 
 STEP_INIT = Float("cfo_step_init", (0.01, 1.0), default=0.1, log=True)
+PATIENCE_BASE = Float("cfo_patience_base", (1.05, 2.0), default=2.0)
+REPEAT_SHRINK = Categorical("cfo_repeat_shrink", [False, True], default=False)
+EXPAND = Categorical("cfo_expand", [False, True], default=False)
+START = Categorical("cfo_start", ["default", "random"], default="default")
+LOWER_SCALE = Float("cfo_lower_scale", (0.1, 10.0), default=1.0, log=True)
+RESTART_NOISE = Float("cfo_restart_noise", (0.1, 10.0), default=1.0, log=True)
+HYPERPARAMETERS = [STEP_INIT, PATIENCE_BASE, REPEAT_SHRINK, EXPAND, START, LOWER_SCALE, RESTART_NOISE]
 
 
 def bucket(z: float, n_choices: int) -> int:
@@ -96,15 +124,27 @@ class _Pending:
     step: np.ndarray | None = None
 
 
-@register("proposals", "cfo", hyperparameters=[STEP_INIT],
+@register("proposals", "cfo", hyperparameters=HYPERPARAMETERS,
           description="CFO: FLOW² local search from a low-cost start, step-size shrinking and restarts (paper 000)")
 class CFO(Proposal):
     """FLOW² with CFO's step-size rules and restarts; all state lives in the instance (one per run)."""
 
     supports_multi_fidelity = False
 
-    def __init__(self, cfo_step_init: float = STEP_INIT.default_value) -> None:
+    def __init__(self, cfo_step_init: float = STEP_INIT.default_value,
+                 cfo_patience_base: float = PATIENCE_BASE.default_value,
+                 cfo_repeat_shrink: bool = REPEAT_SHRINK.default_value,
+                 cfo_expand: bool = EXPAND.default_value,
+                 cfo_start: str = START.default_value,
+                 cfo_lower_scale: float = LOWER_SCALE.default_value,
+                 cfo_restart_noise: float = RESTART_NOISE.default_value) -> None:
         self.c = float(cfo_step_init)
+        self.patience_base = float(cfo_patience_base)
+        self.repeat_shrink = bool(cfo_repeat_shrink)
+        self.expand = bool(cfo_expand)
+        self.random_start = cfo_start == "random"
+        self.lower_scale = float(cfo_lower_scale)
+        self.restart_noise = float(cfo_restart_noise)
         self.codec: SpaceCodec | None = None
         self.d = 0
         """Number of coordinates FLOW² moves (numeric and categorical hyperparameters)."""
@@ -122,6 +162,10 @@ class CFO(Proposal):
         """k': the iteration that found the round's best (0: none yet)."""
         self.failures = 0
         """Consecutive non-improving iterations."""
+        self.last_shrink = 0
+        """k at the incumbent's last shrink (0: none since it became the incumbent)."""
+        self.shrink_divisor = 1.0
+        """δ was divided by this at the last shrink (what ``cfo_expand`` undoes)."""
         self._moved = np.empty(0, bool)
         self._start: Point | None = None
         self._queued: list[tuple[int, np.ndarray]] = []
@@ -146,8 +190,14 @@ class CFO(Proposal):
         z = np.array([float(space[name].to_vector(space[name].default_value)) for name in names])
         choice = np.where(layout.categorical, z, 0.0)
         z[layout.categorical] = (choice[layout.categorical] + 0.5) / layout.n_choices[layout.categorical]
-        for name, end in ctx.state.problem.cheap_end.items():
-            z[names.index(name)] = 0.0 if end == "lower" else 1.0
+        cheap = {names.index(name): end for name, end in ctx.state.problem.cheap_end.items()}
+        if self.random_start:
+            free = self._moved & ~np.isin(np.arange(len(names)), list(cheap))
+            draw = ctx.rng.random(len(names))
+            z = np.where(free, draw, z)
+            choice = np.where(free & layout.categorical, np.floor(draw * layout.n_choices), choice)
+        for j, end in cheap.items():
+            z[j] = 0.0 if end == "lower" else 1.0
         return self._project(z, choice, ctx.rng)
 
     def _project(self, z: np.ndarray, choice: np.ndarray, rng: np.random.Generator) -> Point:
@@ -177,7 +227,8 @@ class CFO(Proposal):
     def _begin_round(self, start: Point) -> None:
         self._start = self.incumbent = start
         self.incumbent_loss = math.inf
-        self.iterations = self.best_iteration = self.failures = 0
+        self.iterations = self.best_iteration = self.failures = self.last_shrink = 0
+        self.shrink_divisor = 1.0
         self._queued = []
 
     # -- step-size rules ----------------------------------------------------------------------
@@ -195,7 +246,11 @@ class CFO(Proposal):
                     units.append(math.log1p(1.0 / x) / math.log(hp.upper / hp.lower))
                 else:
                     units.append(1.0 / (hp.upper - hp.lower))
-        return self.step_init * min(units) if units else 0.01 * self.c
+        return self.lower_scale * (self.step_init * min(units) if units else 0.01 * self.c)
+
+    def patience(self) -> int:
+        """Consecutive non-improving iterations before the step shrinks: ceil(b^(d−1))."""
+        return math.ceil(self.patience_base ** (self.d - 1))
 
     def _count(self, completed: int, improved: bool, rng: np.random.Generator) -> None:
         """Alg. 2 lines 8-16 after ``completed`` iterations (one improving, if ``improved``)."""
@@ -204,17 +259,29 @@ class CFO(Proposal):
         self.iterations += completed
         if improved:
             self.best_iteration, self.failures = self.iterations, 0
-        else:
-            self.failures += completed
-            self.best_iteration = self.best_iteration or 1
-        if self.failures < 2 ** (self.d - 1):
+            if self.expand and self.last_shrink:
+                self.step = min(self.step * self.shrink_divisor, math.sqrt(self.d))
+            self.last_shrink, self.shrink_divisor = 0, 1.0
             return
-        self.failures = 0
-        self.step /= math.sqrt(self.iterations / self.best_iteration)
+        self.failures += completed
+        self.best_iteration = self.best_iteration or 1
+        patience = self.patience()
+        if self.failures < patience:
+            return
+        if self.repeat_shrink:
+            # FLAML: the next non-improving iteration shrinks again; factors telescope to √(k'/k).
+            self.failures = patience - 1
+            self.shrink_divisor = math.sqrt(self.iterations / (self.last_shrink or self.best_iteration))
+        else:
+            self.failures = 0
+            self.shrink_divisor = math.sqrt(self.iterations / self.best_iteration)
+        self.last_shrink = self.iterations
+        self.step /= self.shrink_divisor
         if self.step <= self.step_lower():
             self.restarts += 1
             self.step = self.c * (self.restarts + math.sqrt(self.d))
-            noise = np.where(self._moved, self.c * rng.standard_normal(self.codec.dim), 0.0)
+            sd = self.restart_noise * self.c
+            noise = np.where(self._moved, sd * rng.standard_normal(self.codec.dim), 0.0)
             self._begin_round(self.move(self.low_cost_start, noise, rng))
 
     # -- feedback -----------------------------------------------------------------------------

@@ -118,6 +118,20 @@ PRESETS: dict[str, Preset] = {
                "δ_init = 0.1·√d in the normalized space, step shrinking and restarts",
                "Wu, Wang & Huang 2021 (paper 000)",
                lambda fidelity: {"fidelity_schedule": "single", "mu": 1, "proposal": "cfo", "cfo_step_init": 0.1}),
+        Preset("cfo_tuned", "CFO with the paper's step constants (δ_init = √d, c = 1) and FLAML's start: "
+               "hyperparameters without a cheap end start at a random value; chosen on training instances "
+               "of lcbench and rbv2_xgboost among step units 0.1-1 and FLAML's step rules "
+               "(docs/design.md, 'Local search')",
+               "Wu, Wang & Huang 2021 (paper 000); FLAML's flow2.py",
+               lambda fidelity: {"fidelity_schedule": "single", "mu": 1, "proposal": "cfo", "cfo_step_init": 1.0,
+                                 "cfo_start": "random"}),
+        Preset("cfo_flaml", "CFO with FLAML's choices where the paper leaves them open: random start of "
+               "hyperparameters without a cheap end, repeated telescoping shrinks, re-expansion on improvement, "
+               "a 10x larger step lower bound",
+               "FLAML's flow2.py (paper 000's implementation)",
+               lambda fidelity: {"fidelity_schedule": "single", "mu": 1, "proposal": "cfo", "cfo_step_init": 0.1,
+                                 "cfo_start": "random", "cfo_repeat_shrink": True, "cfo_expand": True,
+                                 "cfo_lower_scale": 10.0}),
         Preset("bo_eipu", "GP-EI BO ranking by EI per unit predicted cost, EI/c(x) (log-linear cost model)",
                "Snoek et al. 2012; paper 003 §2",
                lambda fidelity: {**_bo("gp", rho=0.0)(fidelity), "cost_penalty": "eipu", "cost_model": "loglinear"}),

@@ -36,14 +36,14 @@ class _Toy(Benchmark):
 class _Driver:
     """Calls CFO.propose and writes losses into the archive, as the loop does."""
 
-    def __init__(self, hps, cheap_end=None, step_init=0.1, seed=0):
+    def __init__(self, hps, cheap_end=None, step_init=0.1, seed=0, **options):
         space = ConfigurationSpace()
         space.add(hps)
         problem = _Toy(space, cheap_end or {}).problem("0")
         self.codec = SpaceCodec(space)
         self.state = RunState(problem, Budget.parse("100000", problem.d), Archive(self.codec.dim), codec=self.codec)
         self.rng = np.random.default_rng(seed)
-        self.cfo = CFO(step_init)
+        self.cfo = CFO(step_init, **options)
         self.n_told = 0
 
     def propose(self, n=1):
@@ -125,6 +125,85 @@ def test_shrink_factor_uses_the_iteration_of_the_best():
     drv.tell(minus, [2.0])
     drv.propose()
     assert drv.cfo.step == pytest.approx(delta0 / math.sqrt(8 / 4))
+
+
+def test_patience_base_sets_the_failures_before_a_shrink():
+    drv = _Driver(FLOATS3, cfo_patience_base=1.5)  # d = 3: ceil(1.5^2) = 3 failing iterations
+    assert drv.step(1.0) is not None and drv.cfo.patience() == 3
+    delta0 = drv.cfo.step
+    for _ in range(6):
+        drv.step(2.0)
+    drv.propose()
+    assert drv.cfo.iterations == 3 and drv.cfo.step == pytest.approx(delta0 / math.sqrt(3))
+
+
+def _failing_iterations(drv, n):
+    """``n`` non-improving iterations (two evaluated proposals each), then a proposal that learns them."""
+    for _ in range(2 * n):
+        drv.step(2.0)
+    drv.propose()
+
+
+def test_repeat_shrink_shrinks_at_every_further_failure_and_telescopes():
+    drv = _Driver(FLOATS3, cfo_repeat_shrink=True)  # patience 4, then every further failure shrinks
+    drv.step(1.0)
+    delta0 = drv.cfo.step
+    _failing_iterations(drv, 3)
+    assert drv.cfo.step == delta0
+    _failing_iterations(drv, 1)  # the 4th failure: δ0/√(4/1)
+    assert drv.cfo.step == pytest.approx(delta0 / 2)
+    for k in (5, 6):  # each further failing iteration: δ·√(k_prev/k), in total δ0·√(1/k)
+        _failing_iterations(drv, 1)
+        assert drv.cfo.iterations == k and drv.cfo.step == pytest.approx(delta0 / math.sqrt(k))
+    paper = _Driver(FLOATS3)
+    paper.step(1.0)
+    _failing_iterations(paper, 5)
+    assert paper.cfo.step == pytest.approx(paper.cfo.step_init / 2)  # paper: the 5th failure does not shrink
+
+
+def test_expand_undoes_the_last_shrink_on_improvement():
+    for expand in (False, True):
+        drv = _Driver(FLOATS3, seed=3, cfo_expand=expand)
+        drv.step(1.0)
+        delta0 = drv.cfo.step
+        _failing_iterations(drv, 4)
+        assert drv.cfo.step == pytest.approx(delta0 / 2)
+        drv.step(0.5)  # strictly better: the incumbent moves
+        drv.propose()
+        assert drv.cfo.incumbent_loss == 0.5
+        assert drv.cfo.step == pytest.approx(delta0 if expand else delta0 / 2)
+
+
+def test_random_start_draws_hyperparameters_without_a_cheap_end():
+    hps = [Integer("n", (1, 100)), Float("x", (0.0, 1.0), default=0.3), Categorical("cat", ["p", "q", "r"], default="q")]
+    starts = []
+    for seed in range(20):
+        drv = _Driver(hps, cheap_end={"n": "lower"}, seed=seed, cfo_start="random")
+        starts.append(drv.codec.to_dicts(drv.propose())[0])
+    assert all(start["n"] == 1 for start in starts)  # the cheap end stays
+    xs = [start["x"] for start in starts]
+    assert min(xs) < 0.2 and max(xs) > 0.8
+    assert {start["cat"] for start in starts} == {"p", "q", "r"}
+    default = _Driver(hps, cheap_end={"n": "lower"}, seed=0)
+    assert default.codec.to_dicts(default.propose())[0]["x"] == pytest.approx(0.3)
+
+
+def test_lower_scale_and_restart_noise_scale_their_quantities():
+    scaled = _Driver([Integer("n", (1, 100)), Float("x", (0.0, 1.0))], cheap_end={"n": "lower"}, cfo_lower_scale=10.0)
+    scaled.propose()
+    assert scaled.cfo.step_lower() == pytest.approx(10 * 0.1 * math.sqrt(2) / 99)
+    spread = {}
+    for noise in (0.1, 10.0):
+        distances = []
+        for seed in range(6):
+            drv = _Driver([Integer("n", (0, 2)), Float("x", (0.0, 1.0))], cheap_end={"n": "lower"}, seed=seed,
+                          cfo_restart_noise=noise)
+            drv.step(1.0)
+            while drv.cfo.restarts == 0:
+                x = drv.step(2.0)
+            distances.append(abs(x[1] - drv.cfo.low_cost_start.vector[1]))
+        spread[noise] = np.mean(distances)
+    assert spread[0.1] < 0.05 < spread[10.0]
 
 
 def test_lower_bound_from_the_smallest_integer_step():
