@@ -22,13 +22,20 @@ Stopping rules are checked after every batch; the one that stops the run names t
 and its statistic after each batch goes into the trace (``stop_statistic``). Rules draw from their
 own generator (spawned from ``seed``), so a rule never changes what the run proposes: the same γ
 with and without a stopping rule gives the same trace up to the stop.
+
+Who evaluates: the loop itself never calls the objective. :class:`AskTell` hands out one
+:class:`Batch` at a time (``ask``) and takes its losses and costs back (``tell``); :func:`run` is
+the driver that answers each batch with one batched :meth:`Problem.evaluate` call, and
+:func:`metaopt.api.minimize` the driver for a user's function. Whoever drives it, the same answers
+give the same trace. A NaN or infinite loss is a failed evaluation: it is archived with its cost and
+charged to the budget, but never becomes the incumbent (surrogates drop it, CFO counts it as +inf).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Generator, Mapping, Sequence
 
 import numpy as np
 
@@ -42,6 +49,7 @@ from metaopt.components.stopping import BudgetRule, StoppingRule
 from metaopt.archive import Archive
 from metaopt.benchmarks.base import Problem
 from metaopt.budget import Budget, BudgetMeter
+from metaopt.errors import UsageError
 from metaopt.context import ProposalContext, RunState
 from metaopt.references import resolve_budget
 from metaopt.features import FeatureEncoder
@@ -51,6 +59,23 @@ from metaopt.trace import build_trace, summarize
 from metaopt.spaces.design_space import validate
 
 ProgressFn = Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch the loop asks to have evaluated: configurations, all at one fidelity.
+
+    ``ids`` are the run's configuration IDs (a promoted configuration keeps its ID and is asked
+    again at a higher fidelity); ``configs`` the configurations as dicts of the searched
+    hyperparameters (inactive ones absent), in the order the losses must be told.
+    """
+
+    ids: np.ndarray
+    configs: list[dict[str, Any]]
+    fidelity: float
+
+    def __len__(self) -> int:
+        return len(self.configs)
 
 
 @dataclass
@@ -172,15 +197,15 @@ class _Run:
 
     # -- evaluation -------------------------------------------------------------------------
     def _evaluate(self, ids: np.ndarray, fidelity: float, plan: BracketPlan,
-                  stage: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Evaluate the budget-fitting prefix of ``ids`` at ``fidelity``; return (ids evaluated, losses, costs)."""
+                  stage: int) -> Generator[Batch, tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Have the budget-fitting prefix of ``ids`` evaluated at ``fidelity`` (yields the :class:`Batch`,
+        receives its losses and costs); return (ids evaluated, losses, costs)."""
         ids = ids[: self.meter.how_many_fit(len(ids), fidelity)]
         if len(ids) == 0:
             self.stop_reason = "budget"
             return ids, np.empty(0), np.empty(0)
         X = np.stack([self.vectors[i] for i in ids])
-        result = self.problem.evaluate(self.codec.to_dicts(X), np.full(len(ids), fidelity))
-        loss, cost = np.asarray(result.loss, dtype=float), np.asarray(result.cost, dtype=float)
+        loss, cost = yield Batch(ids, self.codec.to_dicts(X), fidelity)
         keep = self.meter.affordable(cost)
         if keep < len(ids):
             self.stop_reason = "budget"
@@ -211,7 +236,8 @@ class _Run:
         return self.stop_reason is not None
 
     # -- Alg. 2 -----------------------------------------------------------------------------
-    def execute(self) -> None:
+    def execute(self) -> Generator[Batch, tuple[np.ndarray, np.ndarray], None]:
+        """Alg. 2 as a generator: yields each batch to evaluate and receives its (losses, costs)."""
         mu = int(self.opt.config["mu"])
         for plan in self.opt.schedule.brackets(self.problem.fidelity, mu):
             first = plan.stages[0]
@@ -223,7 +249,7 @@ class _Run:
             j = 0
             while True:
                 stage = plan.stages[j]
-                ids, losses, costs = self._evaluate(ids, stage.fidelity, plan, stage.stage)
+                ids, losses, costs = yield from self._evaluate(ids, stage.fidelity, plan, stage.stage)
                 if self._should_stop():
                     return
                 if j == len(plan.stages) - 1:
@@ -237,20 +263,103 @@ class _Run:
                     j = len(plan.stages) - 1
 
 
+class AskTell:
+    """One run of the optimizer γ driven from outside: ``ask`` for a batch, evaluate it, ``tell`` the results.
+
+    For training loops that cannot be wrapped in a function (and the drivers :func:`run` and
+    :func:`metaopt.api.minimize`)::
+
+        loop = AskTell(get_preset("hb").config(problem.fidelity), problem, seed=1, budget="30d")
+        while (batch := loop.ask()) is not None:
+            loop.tell([train(config, batch.fidelity) for config in batch.configs])
+        result = loop.result()
+
+    The loop's semantics do not depend on the driver: batches, budget accounting (only what fits is
+    asked; for a cost budget, evaluations told past the budget are discarded), promotion, stopping
+    and determinism are those of :func:`run`, and the same answers give the same trace.
+    ``problem`` supplies the search space, fidelity and cheap ends; its ``evaluate`` is not called.
+    """
+
+    def __init__(self, config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget | str,
+                 progress: ProgressFn | None = None, reference: Any = None) -> None:
+        self.problem = problem
+        self.budget = resolve_budget(budget, problem)
+        self.seed = int(seed)
+        self.reference = reference
+        self.optimizer = Optimizer.from_config(config)
+        self._run = _Run(self.optimizer, problem, self.seed, self.budget, progress)
+        self._steps = self._run.execute()
+        self._pending: Batch | None = None
+        self._done = False
+        self._started = time.perf_counter()
+        self._advance(None)
+
+    def _advance(self, answer: tuple[np.ndarray, np.ndarray] | None) -> None:
+        """Run the loop to its next batch (or its end), sending ``answer`` to the batch it waits on."""
+        try:
+            self._pending = next(self._steps) if answer is None else self._steps.send(answer)
+        except StopIteration:
+            self._pending, self._done = None, True
+
+    @property
+    def done(self) -> bool:
+        """Whether the run is over (budget spent or a stopping rule fired)."""
+        return self._done
+
+    def ask(self) -> Batch | None:
+        """The batch to evaluate next, or None once the run is over.
+
+        Asking again before telling returns the same batch.
+        """
+        return self._pending
+
+    def tell(self, loss: Sequence[float] | np.ndarray, cost: Sequence[float] | np.ndarray | None = None) -> None:
+        """Report the losses (and costs) of the batch :meth:`ask` returned, in its order.
+
+        ``cost`` defaults to the fidelity's share of a full evaluation (r / r_max) for every
+        configuration. A NaN or infinite loss marks a failed evaluation. Raises
+        :class:`UsageError` when no batch is pending or the lengths do not match.
+        """
+        batch = self._pending
+        if batch is None:
+            raise UsageError("tell: no batch is waiting for results; call ask() first"
+                             + (" (the run is over)" if self._done else ""))
+        loss = np.asarray(loss, dtype=float).reshape(-1)
+        if cost is None:
+            cost = np.full(len(batch), batch.fidelity / self.problem.fidelity.r_max)
+        cost = np.asarray(cost, dtype=float).reshape(-1)
+        for name, values in (("loss", loss), ("cost", cost)):
+            if len(values) != len(batch):
+                raise UsageError(f"tell: {name} has {len(values)} values for a batch of {len(batch)} configurations")
+        if not (np.isfinite(cost) & (cost >= 0)).all():
+            raise UsageError("tell: every cost must be a finite number >= 0")
+        self._advance((loss, cost))
+
+    def config_of(self, config_id: int) -> dict[str, Any]:
+        """The configuration (a dict, inactive hyperparameters absent) with the run's ID ``config_id``."""
+        return self._run.codec.to_dicts(self._run.vectors[config_id][None])[0]
+
+    def result(self) -> RunResult:
+        """The trace and summary of the run so far (complete once :attr:`done`), as :func:`run` returns them."""
+        run_state = self._run
+        wall = time.perf_counter() - self._started
+        trace = build_trace(run_state.state.archive, run_state.codec, self.problem, self.budget, self.reference)
+        summary = summarize(trace, self.problem, self.budget, run_state.stop_reason or "budget", self.seed,
+                            self.optimizer.config, self.reference)
+        summary["wall_time_s"] = wall
+        return RunResult(trace, summary)
+
+
 def run(config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget | str,
         progress: ProgressFn | None = None, reference: Any = None) -> RunResult:
     """Run the optimizer γ = ``config`` on ``problem`` with ``seed`` until ``budget`` is spent.
 
     ``budget`` is a :class:`Budget` or a spec such as ``"30d"``. ``reference`` (a
     :class:`metaopt.references.Reference`) adds normalized regret to the trace and summary.
+    The driver of :class:`AskTell` that answers each batch with one batched ``problem.evaluate``.
     """
-    budget = resolve_budget(budget, problem)
-    optimizer = Optimizer.from_config(config)
-    started = time.perf_counter()
-    state = _Run(optimizer, problem, int(seed), budget, progress)
-    state.execute()
-    wall = time.perf_counter() - started
-    trace = build_trace(state.state.archive, state.codec, problem, budget, reference)
-    summary = summarize(trace, problem, budget, state.stop_reason or "budget", seed, optimizer.config, reference)
-    summary["wall_time_s"] = wall
-    return RunResult(trace, summary)
+    loop = AskTell(config, problem, seed, budget, progress, reference)
+    while (batch := loop.ask()) is not None:
+        result = problem.evaluate(batch.configs, np.full(len(batch), batch.fidelity))
+        loop.tell(result.loss, result.cost)
+    return loop.result()

@@ -1,7 +1,10 @@
 """Benchmarks by name: ``<kind>:<scenario>``, where each kind is registered with
 :func:`register_benchmark`: ``yahpo:<scenario>`` (offline YAHPO Gym surrogates),
 ``synthetic:<family>`` and ``live:<model>`` (scikit-learn models trained for real; slow, with
-measured costs).
+measured costs). Users add their own without editing metaopt (docs/python_api.md):
+``python:package.module:factory`` calls ``factory()`` for the benchmark, and every entry point of
+the group ``metaopt.benchmarks`` of an installed package adds a kind ``<entry point name>:<scenario>``
+whose object is called as ``factory(scenario)``.
 
 ``get_benchmark`` is the one entry point; benchmarks are cached per (name, data directory) so a
 process loads each surrogate once. A kind's module is imported only when one of its benchmarks is
@@ -11,8 +14,11 @@ loaded or listed (YAHPO and scikit-learn are slow to import).
 from __future__ import annotations
 
 import functools
+import importlib
 import os
+import sys
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Callable
 
@@ -143,6 +149,58 @@ def _yahpo_scenarios(data_dir: Path | None) -> list[str]:
     return list(yahpo.available_scenarios(data_dir))
 
 
+def _checked(benchmark: object, spec: str) -> Benchmark:
+    """``benchmark`` if it is a Benchmark (named ``spec`` unless it has a name); UsageError otherwise."""
+    if not isinstance(benchmark, Benchmark):
+        raise UsageError(f"benchmark {spec!r}: the factory returned a {type(benchmark).__name__}, "
+                         "not a metaopt.benchmarks.Benchmark (see docs/python_api.md)")
+    if not getattr(benchmark, "name", None):
+        benchmark.name = spec
+    return benchmark
+
+
+def _python(scenario: str, data_dir: Path | None) -> Benchmark | None:
+    """``python:package.module:factory``: import the module (the current directory is searched too,
+    as ``python -m`` would) and call ``factory()``."""
+    spec = f"python:{scenario}"
+    module_name, _, attribute = scenario.partition(":")
+    if not module_name or not attribute:
+        raise UsageError(f"benchmark {spec!r}: expected python:package.module:factory")
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise UsageError(f"benchmark {spec!r}: cannot import module {module_name!r} ({err})") from None
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise UsageError(f"benchmark {spec!r}: module {module_name!r} has no callable {attribute!r}")
+    return _checked(factory(), spec)
+
+
+def _no_scenarios(data_dir: Path | None) -> list[str]:
+    return []
+
+
+def _entry_point_kind(entry_point: object) -> None:
+    """Register the kind an installed package declares in the entry-point group ``metaopt.benchmarks``."""
+    prefix = entry_point.name
+
+    def factory(scenario: str, data_dir: Path | None) -> Benchmark | None:
+        make = entry_point.load()
+        return _checked(make(scenario), f"{prefix}:{scenario}") if scenario else None
+
+    def scenarios(data_dir: Path | None) -> list[str]:
+        listed = getattr(entry_point.load(), "scenarios", [])
+        return list(listed() if callable(listed) else listed)
+
+    register_benchmark(prefix, factory, scenarios)
+
+
 register_benchmark("synthetic", _synthetic, _synthetic_scenarios)
 register_benchmark("live", _live, _live_scenarios)
 register_benchmark("yahpo", _yahpo, _yahpo_scenarios)
+register_benchmark("python", _python, _no_scenarios)
+for _entry_point in entry_points(group="metaopt.benchmarks"):
+    if _entry_point.name not in _KINDS:  # a built-in kind is never replaced
+        _entry_point_kind(_entry_point)
