@@ -31,6 +31,8 @@ class BenchConfig:
     scaling_budgets: tuple[str, ...] = ("10d", "30d", "100d", "300d")
     scaling_seeds: int = 1
     """Seeds per budget in the scaling section (``--seeds`` sets those of overhead and peers)."""
+    api_optimizers: tuple[str, ...] = ("hb", "smashy_lcbench_hb", "cfo")
+    """The api section: optimizers run through ``metaopt.minimize`` and ``run``."""
     scaling_max_run_s: float = 240.0
     """Scaling: a budget whose run is projected (from the growth so far) to take longer is skipped."""
 

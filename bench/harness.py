@@ -10,7 +10,9 @@ noisy machine):
 - ``meta``: inner runs per second of a meta-optimization shaped like the study file of the
   configuration (SMAC over the training instances), with 1 and 2 Dask workers, and the projected
   wall time of the whole study (:mod:`metaopt.bench.meta_throughput`);
-- ``scaling``: wall time per run vs. budget, with the growth exponent between budgets.
+- ``scaling``: wall time per run vs. budget, with the growth exponent between budgets;
+- ``api``: ``metaopt.minimize`` on a benchmark problem wrapped as a function vs. ``run`` on the
+  problem, each against its own evaluation limit (:mod:`metaopt.bench.api_overhead`).
 
 A run (benchmark, instance, optimizer, seed, budget) is measured once per invocation and shared by
 the sections that need it. Before its first timed run on a benchmark, every optimizer makes one
@@ -39,7 +41,7 @@ from metaopt.errors import UsageError
 from metaopt.references import get_reference
 from metaopt.store_utils import atomic_write_text, read_json_file
 
-SECTIONS = ("overhead", "peers", "meta", "scaling")
+SECTIONS = ("overhead", "peers", "meta", "scaling", "api")
 WARMUP_BUDGET = "1d"
 
 
@@ -175,6 +177,20 @@ def scaling_section(session: Session) -> dict[str, Any]:
             "max_run_s": cfg.scaling_max_run_s, "rows": rows, "skipped": skipped}
 
 
+def api_section(session: Session) -> dict[str, Any]:
+    from metaopt.bench.api_overhead import measure_api
+
+    cfg = session.config
+    plan = [(b, o, s) for b in cfg.benchmarks for o in cfg.api_optimizers for s in range(1, cfg.seeds + 1)]
+    rows = []
+    with _bar(len(plan), "api") as bar:
+        for benchmark, optimizer, seed in plan:
+            problem = get_benchmark(benchmark, session.yahpo_data).problem(session.instances(benchmark)[0])
+            rows.append(measure_api(problem, optimizer, seed, cfg.budget))
+            bar.update()
+    return {"budget": cfg.budget, "rows": rows}
+
+
 def command_line(sections: list[str], quick: bool, out: Path, md: Path, seeds: int | None, instances: int | None,
                  benchmarks: tuple[str, ...] | None) -> str:
     """The ``metaopt bench`` command that reproduces a run (the data directory aside)."""
@@ -221,8 +237,10 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
             from metaopt.bench.meta_throughput import meta_section
 
             data = meta_section(config, yahpo_data)
-        else:
+        elif section == "scaling":
             data = scaling_section(session)
+        else:
+            data = api_section(session)
         data["wall_time_s"] = time.perf_counter() - section_started
         results["sections"][section] = data
         print(f"bench: {section} done in {data['wall_time_s']:.0f} s", flush=True)

@@ -27,15 +27,20 @@ from metaopt.spaces.presets import get_preset
 LIMIT_REPEATS = 3
 
 
+def trace_configs(problem: Problem, trace: pd.DataFrame) -> list[dict[str, Any]]:
+    """The configurations of a trace's rows, as dicts (inactive hyperparameters absent)."""
+    reserved = set(TRACE_COLUMNS) | set(REGRET_COLUMNS)
+    columns = [f"hp_{name}" if name in reserved else name for name in problem.benchmark.hyperparameter_names]
+    return [{name: value for name, value in zip(problem.benchmark.hyperparameter_names, row)
+             if isinstance(value, str) or not pd.isna(value)}
+            for row in trace[columns].itertuples(index=False)]
+
+
 def batched_limit(problem: Problem, trace: pd.DataFrame) -> float:
     """Seconds one batched benchmark call takes for every evaluation in ``trace`` (best of LIMIT_REPEATS)."""
     if len(trace) == 0:
         return 0.0
-    reserved = set(TRACE_COLUMNS) | set(REGRET_COLUMNS)
-    columns = [f"hp_{name}" if name in reserved else name for name in problem.benchmark.hyperparameter_names]
-    configs = [{name: value for name, value in zip(problem.benchmark.hyperparameter_names, row)
-                if isinstance(value, str) or not pd.isna(value)}
-               for row in trace[columns].itertuples(index=False)]
+    configs = trace_configs(problem, trace)
     fidelities = trace["fidelity"].to_numpy()
     times = []
     for _ in range(LIMIT_REPEATS):

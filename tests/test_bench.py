@@ -46,3 +46,16 @@ def test_bench_bad_flags_are_one_line_errors(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("metaopt: error: ") and fragment in err[0], err
     assert not (tmp_path / "b.md").exists()
+
+
+def test_bench_api_section_compares_minimize_with_run(tmp_path, capsys):
+    out, md = tmp_path / "results.json", tmp_path / "benchmarks.md"
+    assert main(["bench", "--quick", "--sections", "api", "--benchmarks", "synthetic:mlp", "--seeds", "1",
+                 "--out", str(out), "--md", str(md)]) == 0
+    rows = json.loads(out.read_text())["sections"]["api"]["rows"]
+    assert {r["optimizer"] for r in rows} == {"hb", "smashy_lcbench_hb", "cfo"}
+    for row in rows:  # on a synthetic benchmark both drivers give the same losses
+        assert row["same_length"] and row["max_loss_difference"] == 0.0
+        assert row["minimize_s"] > row["per_config_limit_s"] > 0 and row["run_s"] > row["batched_limit_s"] > 0
+    text = md.read_text()
+    assert "## 5. The Python API (ask/tell) against the batched loop" in text and "own-time ratio" in text
