@@ -129,6 +129,40 @@ def run_trial(setup: MetaSetup, gamma: dict[str, Any], instance: str, seed: int)
     return record
 
 
+def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | None = None,
+                  presets: bool = True) -> dict[str, Any]:
+    """The known designs that are points of ``space`` (the searched, possibly restricted, design space),
+    as SMAC configurations by name: every preset valid there (unless not ``presets``), then the named ``extra`` configurations
+    (e.g. γ files a study names). Called before SMAC starts: they join its initial design, so the
+    meta-search starts from what is already known and γ* on training is measured against them.
+
+    A design is a point of the space when the space's parameters, completed as the trials' are
+    (:func:`complete_gamma`), give back exactly the design; presets outside it are left out.
+    """
+    from ConfigSpace import Configuration
+
+    from metaopt.benchmarks import get_benchmark
+    from metaopt.spaces.design_space import validate
+    from metaopt.spaces.presets import PRESETS
+
+    fidelity = get_benchmark(setup.benchmark, setup.yahpo_data).fidelity
+    designs = {name: preset.config(fidelity) for name, preset in PRESETS.items()} if presets else {}
+    designs.update(extra or {})
+    found: dict[str, Any] = {}
+    for name, design in designs.items():
+        try:
+            gamma = validate(design)
+            values = {key: value for key, value in gamma.items() if key in space}
+            configuration = Configuration(space, values=values)
+            if complete_gamma(setup, dict(configuration)) != gamma:
+                continue
+        except (UsageError, ValueError, KeyError, TypeError):
+            continue  # not a point of this space (a component or value the restriction excludes)
+        configuration.origin = f"known design: {name}"
+        found[name] = configuration
+    return found
+
+
 def _target_function(config: Any, instance: str, seed: int = 0) -> float:
     """SMAC's facade wants a target function (it checks its signature); trials run through ask and
     tell here (:func:`_run_batch`), so SMAC never calls it."""
@@ -173,12 +207,17 @@ def _store_record(store: StudyStore, record: dict[str, Any]) -> dict[str, Any]:
 def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list[str],
              instance_features: dict[str, list[float]],
              trials: int, meta_seeds: list[int], executor: Executor, quiet: bool = False, *,
-             batch_size: int) -> dict[str, Any]:
+             batch_size: int, initial: dict[str, Any] | None = None, select_top: int = 0,
+             select_seeds: int = 0) -> dict[str, Any]:
     """The optimize stage of one design space: SMAC once per meta-seed in batches of ``batch_size``
     trials; stores every trial, writes the archive and γ* and returns γ*.
 
     ``output`` is the store (or its folder) whose ``meta/`` receives the results (:class:`StudyStore`).
-    Raises UsageError (and writes neither archive nor γ*) if every trial failed.
+    ``initial``: known designs by name (SMAC configurations of ``space``, :func:`known_designs`) that
+    join SMAC's initial design, in their order, as many as SMAC leaves room for (its initial design
+    may not exceed the trials). ``select_top`` > 0: γ* is chosen among
+    that many best configurations after re-running them on ``select_seeds`` more seeds
+    (:func:`select_gamma_star`). Raises UsageError (and writes neither archive nor γ*) if every trial failed.
     """
     store = output if isinstance(output, StudyStore) else StudyStore(output)
     store.meta_dir.mkdir(parents=True, exist_ok=True)
@@ -192,7 +231,7 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
             rows += trial_rows
             continue
         trial_rows = _smac_trials(store, meta_seed, setup, cache, space, instances, instance_features,
-                                  trials, batch_size, executor, quiet)
+                                  trials, batch_size, executor, quiet, list((initial or {}).values()))
         failed = sum(r["status"] == "failed" for r in trial_rows)
         print(f"meta-seed {meta_seed}: {len(trial_rows)} trials "
               f"({sum(r['cached'] for r in trial_rows)} from the store, {failed} failed"
@@ -207,8 +246,79 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     archive = meta_archive(rows)
     atomic_write_text(store.archive_csv, archive.to_csv(index=False))
     star = choose_gamma_star(archive, instances, rows)
+    if select_top > 0 and select_seeds > 0:
+        star = select_gamma_star(store, setup, archive, rows, instances, select_top, select_seeds, cache, executor,
+                                 quiet)
     atomic_write_text(store.gamma_star_json, json.dumps(jsonable(star), indent=1) + "\n")
     return star
+
+
+SELECTION_SEED_BASE = 1000
+"""Selection re-runs use the first seeds above this one that no trial of the archive used (SMAC's
+algorithm-configuration trials all use one seed drawn from the meta-seed)."""
+
+
+def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame, rows: list[dict[str, Any]],
+                      instances: list[str], top: int, seeds: int, cache: dict[Key, dict[str, Any]],
+                      executor: Executor, quiet: bool = False) -> dict[str, Any]:
+    """γ* chosen among the ``top`` best configurations of the archive after re-running each on ``seeds``
+    more seeds of every training instance; called once all meta-seeds have finished.
+
+    The meta-objective is noisy (one inner run per trial), so the archive's best may be a lucky seed.
+    Candidates: the ``top`` configurations with the lowest mean objective among those evaluated on all
+    training instances. Each is run on every (instance, selection seed); its score is the mean over
+    instances of the mean over those seeds. γ* is the candidate with the lowest score (ties: the
+    archive's order). Runs go through the store and the executor like trials (resumable, the same
+    with any number of workers); ``meta/selection.csv`` records each candidate's score ± s.e. over
+    instances and its paired difference to γ* ± s.e.
+    """
+    per_instance = archive.groupby(["hash", "instance"], sort=False)["objective"].mean().reset_index()
+    per_config = per_instance.groupby("hash", sort=False).agg(mean=("objective", "mean"),
+                                                              n_instances=("instance", "nunique"))
+    pool = per_config[per_config["n_instances"] == len(instances)].sort_values("mean", kind="stable").head(top)
+    if pool.empty:
+        return choose_gamma_star(archive, instances, rows)
+    gammas = {h: next(r["gamma"] for r in rows if r["hash"] == h) for h in pool.index}
+    used = set(archive["seed"].astype(int))
+    chosen_seeds = [s for s in range(SELECTION_SEED_BASE + 1, SELECTION_SEED_BASE + 2 + seeds + len(used))
+                    if s not in used][:seeds]
+    plan = [(h, instance, seed) for h in pool.index for instance in instances for seed in chosen_seeds]
+    todo = [key for key in plan if key not in cache]
+    bar = tqdm(total=len(plan), initial=len(plan) - len(todo), desc="selection: re-runs of the top candidates",
+               unit="run", disable=True if quiet else None)
+    tasks = [(run_trial, (setup, gammas[h], instance, seed)) for h, instance, seed in todo]
+    for index, record in executor.map_unordered(tasks):
+        record = _store_record(store, record)
+        if record["status"] == "ok":
+            cache[todo[index]] = record
+        bar.update(1)
+    bar.close()
+    scores = pd.DataFrame([{"hash": h, "instance": instance, "seed": seed,
+                            "objective": cache[(h, instance, seed)]["objective"] if (h, instance, seed) in cache
+                            else CRASH_OBJECTIVE} for h, instance, seed in plan])
+    by_instance = scores.groupby(["hash", "instance"], sort=False)["objective"].mean().unstack("instance")
+    by_instance = by_instance.loc[list(pool.index), instances]
+    score = by_instance.mean(axis=1)
+    best = str(score.idxmin())
+    difference = by_instance.sub(by_instance.loc[best], axis=1)
+    n = len(instances)
+    table = pd.DataFrame({
+        "hash": pool.index, "search_mean": pool["mean"].to_numpy(), "selection_mean": score.to_numpy(),
+        "selection_se": (by_instance.std(axis=1, ddof=1) / np.sqrt(n)).fillna(0.0).to_numpy() if n > 1 else 0.0,
+        "difference_to_gamma_star": difference.mean(axis=1).to_numpy(),
+        "difference_se": (difference.std(axis=1, ddof=1) / np.sqrt(n)).fillna(0.0).to_numpy() if n > 1 else 0.0,
+        "chosen": [h == best for h in pool.index],
+    })
+    atomic_write_text(store.selection_csv, table.to_csv(index=False))
+    first = archive[archive["hash"] == best].iloc[0]
+    return {"config": gammas[best], "hash": best, "mean_objective": float(score[best]),
+            "search_mean_objective": float(pool.loc[best, "mean"]), "n_instances": n, "all_instances": True,
+            "found_by_meta_seed": int(first["meta_seed"]), "found_at_trial": int(first["trial"]),
+            "n_configurations": int(len(per_config)), "n_trials": int(len(archive)),
+            "selection": {"candidates": int(len(pool)), "seeds": chosen_seeds,
+                          "table": "meta/selection.csv"},
+            "rule": f"among the {len(pool)} configurations with the lowest mean objective on all training instances "
+                    f"(pooled over meta-seeds), the lowest mean objective over {seeds} further seeds per instance"}
 
 
 def _finished_trials(store: StudyStore, meta_seed: int, trials: int, cache: dict) -> list[dict[str, Any]] | None:
@@ -235,7 +345,7 @@ def _finished_trials(store: StudyStore, meta_seed: int, trials: int, cache: dict
 
 def _smac_trials(store: StudyStore, meta_seed: int, setup: MetaSetup, cache: dict, space, instances: list[str],
                  instance_features: dict[str, list[float]], trials: int, batch_size: int, executor: Executor,
-                 quiet: bool) -> list[dict[str, Any]]:
+                 quiet: bool, initial: list) -> list[dict[str, Any]]:
     """One meta-seed: SMAC's ask-and-tell loop in batches; returns its trial rows in ask order.
 
     We drive SMAC's ask/tell interface ourselves instead of handing it a Dask client: SMAC 2.4's
@@ -251,8 +361,13 @@ def _smac_trials(store: StudyStore, meta_seed: int, setup: MetaSetup, cache: dic
                         instances=instances, instance_features=instance_features, seed=meta_seed,
                         output_directory=smac_dir, crash_cost=CRASH_OBJECTIVE)
     model, maximizer = reproducible_model_and_maximizer(AlgorithmConfigurationFacade, scenario)
+    # SMAC refuses an initial design larger than its trials; its own share (a private count, the
+    # default configuration included) is what the known designs must leave room for.
+    room = trials - getattr(AlgorithmConfigurationFacade.get_initial_design(scenario), "_n_configs", 1) - 1
     smac = AlgorithmConfigurationFacade(
         scenario, _target_function, model=model, acquisition_maximizer=maximizer,
+        initial_design=AlgorithmConfigurationFacade.get_initial_design(
+            scenario, additional_configs=list(initial)[: max(room, 0)]),
         intensifier=AlgorithmConfigurationFacade.get_intensifier(scenario, max_config_calls=len(scenario.instances)),
         overwrite=True, logging_level=40,
     )

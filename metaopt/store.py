@@ -114,6 +114,11 @@ class StudyStore:
     def gamma_star_json(self) -> Path:
         return self.meta_dir / "gamma_star.json"
 
+    @property
+    def selection_csv(self) -> Path:
+        """``meta/selection.csv``: the top candidates re-run on more seeds, and the paired comparison that chose γ*."""
+        return self.meta_dir / "selection.csv"
+
     def trials_log(self, meta_seed: int) -> Path:
         """``meta/trials-seed-<m>.jsonl``: meta-seed m's trials in proposal order."""
         return self.meta_dir / f"trials-seed-{meta_seed}.jsonl"

@@ -71,6 +71,14 @@ class StudyContext:
                         get_restriction(name)
                     except UsageError as err:
                         raise self._error("meta.restriction", str(err)) from None
+        self.initial_configs: dict[str, dict] = {}
+        """γ files the study names for SMAC's initial design, by file name (validated here)."""
+        if spec.meta is not None:
+            from metaopt.spaces.resolve import read_config_file
+
+            for k, path in enumerate(spec.meta.initial_configs):
+                config = read_config_file(path, f"{study.path}: field 'meta.initial_configs[{k}]'")
+                self.initial_configs[str(path)] = config
         self._check_evaluation()
         self._check_ablations()
         self._check_output()
@@ -235,7 +243,7 @@ def _claim_output(study: Study) -> None:
 
 def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str | None, dict[str, Any]]:
     """The optimize stage: SMAC over the training instances, once per restriction; returns the γ*'s."""
-    from metaopt.meta import MetaSetup, optimize
+    from metaopt.meta import MetaSetup, known_designs, optimize
     from metaopt.spaces.design_space import design_space
     from metaopt.spaces.restrictions import get_restriction
 
@@ -253,8 +261,17 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str |
               f"{ctx.bench.name}, {meta.trials} trials x {len(meta.seeds)} meta-seeds in batches of {meta.batch_size}, "
               f"design space "
               f"{restriction or 'full'} ({len(space)} parameters), objective {meta.objective}")
+        initial = known_designs(setup, space, ctx.initial_configs, presets=meta.initial_presets)
+        if initial:
+            print(f"optimize: {len(initial)} known designs for SMAC's initial design (as many as its trials leave "
+                  f"room for, in this order): {', '.join(initial)}")
+        outside = [path for path in ctx.initial_configs if path not in initial]
+        if outside:
+            print(f"optimize: not points of the {restriction or 'full'} design space, so not in the initial design: "
+                  f"{', '.join(outside)}")
         star = optimize(arm, setup, space, ctx.meta_instances, features, meta.trials, meta.seeds, executor, quiet,
-                        batch_size=meta.batch_size)
+                        batch_size=meta.batch_size, initial=initial, select_top=meta.select_top,
+                        select_seeds=meta.select_seeds)
         print(f"gamma* ({restriction or 'full space'}): mean objective {star['mean_objective']:.4f} on "
               f"{star['n_instances']} training instances ({star['n_configurations']} configurations, "
               f"{star['n_trials']} trials)")

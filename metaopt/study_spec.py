@@ -71,6 +71,14 @@ class MetaSpec(_InstancesAndSeeds):
     trials: int = Field(default=100, ge=1)
     batch_size: int = Field(default=4, ge=1)
     """SMAC trials proposed together and run in parallel (independent of the worker count: see metaopt/meta.py)."""
+    initial_presets: bool = True
+    """Whether every preset that is a point of the searched space joins SMAC's initial design."""
+    initial_configs: list[str] = Field(default_factory=list)
+    """γ files (a configuration, or a study's gamma_star.json) that join SMAC's initial design."""
+    select_top: int = Field(default=0, ge=0)
+    """γ* is chosen among this many best configurations after re-running them (0: the archive's best)."""
+    select_seeds: int = Field(default=3, ge=1)
+    """Further seeds per training instance for each of the ``select_top`` candidates."""
 
     @field_validator("batch_size", mode="before")
     @classmethod

@@ -270,3 +270,97 @@ def test_dask_evaluation_equals_serial(tmp_path):
     assert len(traces) == 2 * 2 * 2
     for trace in traces:
         assert trace.read_bytes() == (tmp_path / "dask" / trace.relative_to(tmp_path / "serial")).read_bytes()
+
+
+def _setup(restriction=None):
+    from metaopt.meta import MetaSetup
+
+    return MetaSetup("synthetic:mlp", None, Budget.parse("4d", 6), {}, restriction, "regret", (1.0,))
+
+
+def test_known_designs_are_the_presets_that_are_points_of_the_space(tmp_path):
+    from metaopt.meta import complete_gamma, known_designs
+    from metaopt.spaces.design_space import design_space
+    from metaopt.spaces.presets import get_preset
+    from metaopt.spaces.restrictions import get_restriction
+
+    full = known_designs(_setup(), design_space())
+    assert {"rs", "hb", "bohb", "cfo", "cfo_tuned", "bo_gp_ei", "smashy_lcbench_hb"} <= set(full)
+    table4 = known_designs(_setup("table4"), get_restriction("table4").space())
+    assert set(table4) == {"bohb", "smashy_lcbench_hb", "smashy_lcbench_equal", "smashy_rbv2_hb", "smashy_rbv2_equal"}
+    fidelity = __import__("metaopt.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity
+    for name, configuration in table4.items():  # each completes to exactly the preset
+        assert complete_gamma(_setup("table4"), dict(configuration)) == get_preset(name).config(fidelity)
+    mine = {**get_preset("smashy_lcbench_hb").config(fidelity), "mu": 20}
+    extra = known_designs(_setup("table4"), get_restriction("table4").space(), {"mine.json": mine}, presets=False)
+    assert list(extra) == ["mine.json"]
+    assert known_designs(_setup("table4"), get_restriction("table4").space(),
+                         {"cfo.json": get_preset("cfo").config(fidelity)}, presets=False) == {}
+
+
+SELECTION_STUDY = """
+name: selection
+benchmark: synthetic:mlp
+budget: 4d
+meta:
+  instances: {{split: train, limit: 2}}
+  restriction: table4
+  trials: 12
+  seeds: [1]
+  select_top: 3
+  select_seeds: 2
+  initial_configs: [{extra}]
+evaluation:
+  instances: {{split: test, limit: 2}}
+  seeds: 1
+  optimizers: [gamma_star, bohb]
+output: {out}
+"""
+
+
+def test_gamma_star_is_selected_by_reruns_of_the_top_candidates(tmp_path, capsys):
+    from metaopt.spaces.presets import get_preset
+
+    extra = tmp_path / "mine.json"
+    extra.write_text(json.dumps({**get_preset("smashy_lcbench_hb").config(
+        __import__("metaopt.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity), "mu": 20}))
+    path = tmp_path / "s.yaml"
+    path.write_text(SELECTION_STUDY.format(extra=extra, out=tmp_path / "out"))
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "6 known designs for SMAC's initial design" in printed and str(extra) in printed
+    meta = tmp_path / "out" / "meta"
+    table = pd.read_csv(meta / "selection.csv")
+    star = json.loads((meta / "gamma_star.json").read_text())
+    assert len(table) == 3 and table["chosen"].sum() == 1
+    fidelity = __import__("metaopt.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity
+    tried = set(pd.read_csv(meta / "archive.csv")["hash"])
+    assert {gamma_hash(get_preset("bohb").config(fidelity)), gamma_hash(json.loads(extra.read_text()))} <= tried
+    chosen = table[table["chosen"]].iloc[0]
+    assert chosen["hash"] == star["hash"] and chosen["selection_mean"] == table["selection_mean"].min()
+    assert star["mean_objective"] == pytest.approx(chosen["selection_mean"])
+    assert chosen["difference_to_gamma_star"] == 0 and (table["difference_to_gamma_star"] >= 0).all()
+    # 3 candidates x 2 instances x 2 seeds, stored beside the trials, with seeds no trial used
+    records = [json.loads(p.read_text()) for p in (meta / "runs").rglob("*.json")]
+    assert star["selection"]["seeds"] == [1001, 1002]
+    assert not set(pd.read_csv(meta / "archive.csv")["seed"]) & {1001, 1002}
+    assert sum(r["seed"] in (1001, 1002) for r in records) == 12
+    # a second invocation reruns nothing and gives the same bytes
+    before = {name: (meta / name).read_bytes() for name in ("archive.csv", "gamma_star.json", "selection.csv")}
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    assert before == {name: (meta / name).read_bytes() for name in before}
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("select_top", "-1", "meta.select_top"),
+    ("select_seeds", "0", "meta.select_seeds"),
+    ("initial_configs", "[nowhere.json]", r"meta\.initial_configs\[0\]'.*file not found"),
+])
+def test_bad_selection_and_initial_design_fields(tmp_path, capsys, field, value, message):
+    path = tmp_path / "s.yaml"
+    text = STUDY.format(trials=4, out=tmp_path / "out").replace("  seeds: [1, 2]\n", f"  seeds: [1, 2]\n  {field}: {value}\n", 1)
+    path.write_text(text)
+    assert main(["optimize", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and __import__("re").search(message, err)
+    assert not (tmp_path / "out").exists()
