@@ -72,18 +72,31 @@ class SpaceCodec:
         return self._sample(n, self.space.random)
 
     @functools.cached_property
-    def _vector_samplers(self) -> list[Callable[[int, np.random.RandomState], np.ndarray]]:
-        """Per hyperparameter, ``sample_vector`` of its ConfigSpace distribution; for quantized
-        uniforms (integer hyperparameters) the same computation without scipy.stats' per-call
-        overhead: ``uniform.rvs`` with loc 0 and scale 1 is ``random_state.uniform(0, 1, n)``."""
-        samplers = []
+    def _quantizers(self) -> list[Callable[[np.ndarray], np.ndarray] | None]:
+        """Per hyperparameter, the quantization of a quantized uniform (integers), applied to its
+        ``state.uniform(0, 1, n)`` draws; None for the others."""
+        quantizers: list[Callable[[np.ndarray], np.ndarray] | None] = []
         for name in self.names:
             dist = self.space[name]._vector_dist
             rv = getattr(dist, "rv", None)
             if (isinstance(dist, DiscretizedContinuousScipyDistribution) and isinstance(rv.dist, type(uniform))
                     and rv.dist._parse_args(*rv.args, **rv.kwds) == ((), 0, 1)):
-                samplers.append(lambda n, state, dist=dist: dist._quantize(x=state.uniform(0.0, 1.0, n)))
+                quantizers.append(lambda u, dist=dist: dist._quantize(x=u))
             else:
+                quantizers.append(None)
+        return quantizers
+
+    @functools.cached_property
+    def _vector_samplers(self) -> list[Callable[[int, np.random.RandomState], np.ndarray]]:
+        """Per hyperparameter, ``sample_vector`` of its ConfigSpace distribution; for quantized
+        uniforms (integer hyperparameters) the same computation without scipy.stats' per-call
+        overhead: ``uniform.rvs`` with loc 0 and scale 1 is ``random_state.uniform(0, 1, n)``."""
+        samplers = []
+        for name, quantize in zip(self.names, self._quantizers):
+            if quantize is not None:
+                samplers.append(lambda n, state, quantize=quantize: quantize(state.uniform(0.0, 1.0, n)))
+            else:
+                dist = self.space[name]._vector_dist
                 samplers.append(lambda n, state, dist=dist: dist.sample_vector(n, seed=state))
         return samplers
 
@@ -97,6 +110,8 @@ class SpaceCodec:
         """
         space, dag = self.space, self.space._dag
         mult = (len(space.forbidden_clauses) + len(space.conditional_hyperparameters)) / self.dim
+        if mult == 0:
+            return self._sample_unconstrained(n, state)
         accepted: list[np.ndarray] = []
         missing = size = n
         while missing > 0:
@@ -118,6 +133,25 @@ class SpaceCodec:
             missing -= accepted[-1].shape[0]
             size = missing
         return np.concatenate(accepted)[:n]
+
+    def _sample_unconstrained(self, n: int, state: np.random.RandomState) -> np.ndarray:
+        """:meth:`_sample` for a space without conditions and forbidden clauses.
+
+        ConfigSpace then draws rounds of 5 rows (``max(int(0 · missing), 5)``) and rejects none. The
+        draws are taken in the same order (round by round, hyperparameter by hyperparameter); only the
+        quantization of integers, an elementwise function, is applied once to all rounds instead of
+        once per round (it cost more than the draws).
+        """
+        rounds = -(-n // 5)
+        columns: list[list[np.ndarray]] = [[] for _ in self.names]
+        for _ in range(rounds):
+            for i, (quantize, sample) in enumerate(zip(self._quantizers, self._vector_samplers)):
+                columns[i].append(state.uniform(0.0, 1.0, 5) if quantize is not None else sample(5, state))
+        matrix = np.empty((rounds * 5, self.dim))
+        for i, quantize in enumerate(self._quantizers):
+            values = np.concatenate(columns[i])
+            matrix[:, i] = quantize(values) if quantize is not None else values
+        return matrix[:n]
 
     def to_dicts(self, vectors: np.ndarray) -> list[dict[str, Any]]:
         """Vectors to configuration dicts (active hyperparameters only, plain Python values).
