@@ -1,6 +1,6 @@
 """What ``metaopt bench`` measures: problems, optimizers, peers, budgets and seeds of each section.
 
-:data:`FULL` is the default (about 20 minutes on 2 cores, most of it in the SMAC peers);
+:data:`FULL` is the default (over an hour on 2 cores, most of it in the SMAC peers on 10 instances × 3 seeds);
 :data:`QUICK` is a minutes-sized version for CI and tests. Optimizer lists name presets of
 :mod:`metaopt.spaces.presets`; a name that is not (yet) a preset is skipped, and the output says so.
 """
@@ -15,12 +15,16 @@ class BenchConfig:
     name: str
     benchmarks: tuple[str, ...] = ("yahpo:lcbench", "yahpo:rbv2_xgboost")
     instances: int = 1
-    """Per benchmark: the first N instances of its test split."""
+    """Per benchmark: the first N instances of its test split (overhead section)."""
     seeds: int = 2
+    peer_instances: int = 10
+    """The peers section: the first N test instances per benchmark (a peer comparison on one
+    instance is a fluke: paired differences need instances)."""
+    peer_seeds: int = 3
     budget: str = "30d"
     overhead_optimizers: tuple[str, ...] = ("rs", "hb", "bohb", "smashy_lcbench_hb", "bo_gp_ei", "cfo")
     peers: tuple[tuple[str, str], ...] = (("smac_hpo", "bo_rf_ei"), ("smac_hb", "hb"), ("optuna_tpe", "bohb"),
-                                          ("flaml_cfo", "cfo"))
+                                          ("flaml_cfo", "cfo_tuned"))
     """(peer, our preset it is compared with)."""
     meta_study: str = "studies/lcbench.yaml"
     """The study whose optimize stage is timed (benchmark, budget, restriction, training instances),
@@ -42,11 +46,12 @@ class BenchConfig:
 
     def with_overrides(self, seeds: int | None = None, instances: int | None = None,
                        benchmarks: tuple[str, ...] | None = None) -> "BenchConfig":
-        changes = {k: v for k, v in {"seeds": seeds, "instances": instances, "benchmarks": benchmarks}.items()
-                   if v is not None}
+        changes = {k: v for k, v in {"seeds": seeds, "instances": instances, "benchmarks": benchmarks,
+                                     "peer_seeds": seeds, "peer_instances": instances}.items() if v is not None}
         return replace(self, **changes)
 
 
 FULL = BenchConfig("full")
-QUICK = BenchConfig("quick", seeds=1, budget="10d", meta_trials=4, scaling_budgets=("5d", "10d", "20d"),
+QUICK = BenchConfig("quick", seeds=1, peer_instances=1, peer_seeds=1, budget="10d", meta_trials=4,
+                    scaling_budgets=("5d", "10d", "20d"),
                     scaling_max_run_s=20.0)

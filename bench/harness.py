@@ -64,8 +64,10 @@ class Session:
         self._runs: dict[tuple, dict[str, Any]] = {}
         self._warm: set[tuple[str, str, str]] = set()
 
-    def instances(self, benchmark: str) -> list[str]:
-        return get_benchmark(benchmark, self.yahpo_data).instances_of("test")[: self.config.instances]
+    def instances(self, benchmark: str, count: int | None = None) -> list[str]:
+        """The first ``count`` (default: the configuration's ``instances``) test instances of ``benchmark``."""
+        count = self.config.instances if count is None else count
+        return get_benchmark(benchmark, self.yahpo_data).instances_of("test")[:count]
 
     def run(self, kind: str, name: str, benchmark: str, instance: str, seed: int, budget: str) -> dict[str, Any]:
         """The measurement (:func:`metaopt.bench.overhead.measure`) of our preset (``kind`` "ours") or a peer ("peer")."""
@@ -123,9 +125,9 @@ def peers_section(session: Session) -> dict[str, Any]:
     ours, skipped = _split_available(cfg.our_peer_presets)
     peers = [p for p, _ in cfg.peers if status.get(p) == "available"]
     skipped += [{"optimizer": p, "reason": status.get(p, "unknown peer")} for p, _ in cfg.peers if p not in peers]
-    plan = [(kind, name, b, i, s) for b in cfg.benchmarks for i in session.instances(b)
+    plan = [(kind, name, b, i, s) for b in cfg.benchmarks for i in session.instances(b, cfg.peer_instances)
             for kind, names in (("ours", ours), ("peer", peers)) for name in names
-            for s in range(1, cfg.seeds + 1)]
+            for s in range(1, cfg.peer_seeds + 1)]
     rows = []
     with _bar(len(plan), "peers") as bar:
         for kind, name, benchmark, instance, seed in plan:

@@ -59,3 +59,23 @@ def test_bench_api_section_compares_minimize_with_run(tmp_path, capsys):
         assert row["minimize_s"] > row["per_config_limit_s"] > 0 and row["run_s"] > row["batched_limit_s"] > 0
     text = md.read_text()
     assert "## 5. The Python API (ask/tell) against the batched loop" in text and "own-time ratio" in text
+
+
+def test_peer_comparison_pairs_runs_and_averages_seeds_per_instance():
+    from metaopt.bench.report import peer_comparisons
+
+    def row(kind, name, instance, seed, regret):
+        return {"kind": kind, "optimizer": name, "benchmark": "b", "instance": instance, "seed": seed,
+                "run_s": 1.0, "normalized_regret": regret}
+
+    rows = [row("ours", "cfo_tuned", i, s, 0.1 * i + 0.01 * s) for i in (1, 2, 3) for s in (1, 2)]
+    # the peer: worse by 0.1 on instance 1 (both seeds), better by 0.04 on 2 and 3; one unpaired run ignored
+    rows += [row("peer", "flaml_cfo", 1, s, 0.1 + 0.01 * s + 0.1) for s in (1, 2)]
+    rows += [row("peer", "flaml_cfo", i, s, 0.1 * i + 0.01 * s - 0.04) for i in (2, 3) for s in (1, 2)]
+    rows += [row("peer", "flaml_cfo", 9, 1, 0.0)]
+    (c,) = peer_comparisons({"rows": rows, "counterparts": {"flaml_cfo": "cfo_tuned"}})
+    assert (c["n"], c["n_instances"], c["peer_better"]) == (6, 3, 2)
+    assert abs(c["regret_delta"] - (0.1 - 0.04 - 0.04) / 3) < 1e-12
+    deltas = [0.1, -0.04, -0.04]
+    se = (sum((d - sum(deltas) / 3) ** 2 for d in deltas) / 2) ** 0.5 / 3 ** 0.5
+    assert abs(c["regret_delta_se"] - se) < 1e-12
