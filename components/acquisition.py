@@ -72,6 +72,20 @@ def probability_of_improvement(mean: np.ndarray, std: np.ndarray, y_best: float)
     return np.where(std > 0, norm.cdf(gain / safe), (gain > 0).astype(float))
 
 
+def log_expected_improvement(mean: np.ndarray, std: np.ndarray, y_best: float) -> np.ndarray:
+    """EI in the original space of a model of *log* losses (SMAC's ``EI(log=True)``).
+
+    With Y ~ N(mean, std²) the predicted log loss and y_best the best log loss:
+    E[max(e^y_best − e^Y, 0)] = e^y_best Φ(v) − e^(mean + std²/2) Φ(v − std), v = (y_best − mean)/std;
+    std 0 gives max(e^y_best − e^mean, 0).
+    """
+    mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
+    safe = np.where(std > 0, std, 1.0)
+    v = (y_best - mean) / safe
+    ei = np.exp(y_best) * norm.cdf(v) - np.exp(mean + 0.5 * safe**2) * norm.cdf(v - safe)
+    return np.where(std > 0, np.maximum(ei, 0.0), np.maximum(np.exp(y_best) - np.exp(mean), 0.0))
+
+
 @register("acquisitions", "mean", description="the predicted loss itself (Smashy's filtering)")
 class MeanAcquisition(Acquisition):
     def score(self, mean: np.ndarray, std: np.ndarray | None, y_best: float | None) -> np.ndarray:
@@ -87,6 +101,17 @@ class ExpectedImprovement(Acquisition):
         if not has_uncertainty(std, y_best):
             return np.asarray(mean, dtype=float)
         return -expected_improvement(mean, std, float(y_best))
+
+
+@register("acquisitions", "logei", description="EI in the original space of a model of log losses (score −EI; "
+                                                "SMAC's log-EI, meant for surrogate_target log)")
+class LogExpectedImprovement(Acquisition):
+    needs_std = True
+
+    def score(self, mean: np.ndarray, std: np.ndarray | None, y_best: float | None) -> np.ndarray:
+        if not has_uncertainty(std, y_best):
+            return np.asarray(mean, dtype=float)
+        return -log_expected_improvement(mean, std, float(y_best))
 
 
 @register("acquisitions", "pi", description="probability of improving on the best loss (score −PI)")

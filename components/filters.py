@@ -13,6 +13,11 @@ Paper 004 Alg. 3 (SampleTournament) and Alg. 4 (SampleProgressive), docs/design.
   n_trn(t) geometrically (n_trn rounded), with t = spent/B.
 - ``filter_mb``: the surrogate predicts as if at the largest fidelity in the archive, else at the
   fidelity of the stage being proposed.
+- ``surrogate_target``: what the surrogate is fitted on: the losses (``none``), their logarithm
+  after a shift below the smallest (``log``, as SMAC's HPO facade; pair it with the ``logei``
+  acquisition), or their ranks scaled to (0, 1] (``rank``); the incumbent's loss goes through the
+  same transform.
+- ``local_random``: SMAC's local-and-random search of the acquisition (see :class:`LocalAndRandomFilter`).
 
 The surrogate is fitted on the whole archive (fidelity as a feature) once per call, i.e. once per
 batch. Candidates are ranked by the acquisition's score (lower is better).
@@ -23,9 +28,11 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from ConfigSpace import Categorical, Float, Integer
+from scipy.stats import rankdata
 
 from metaopt.components.acquisition import Acquisition, expected_improvement, has_uncertainty
 from metaopt.components.cost_models import CostModel
@@ -43,6 +50,7 @@ SHARED_HPS = (
     *N_SAMPLES,
     Categorical("filter_mb", [True, False], default=True),
     Categorical("filter_rho_random", [True, False], default=False),
+    Categorical("surrogate_target", ["none", "log", "rank"], default="none"),
 )
 N_TRN = (Integer("filter_n_trn_0", (1, 10), default=1, log=True),
          Integer("filter_n_trn_1", (1, 10), default=1, log=True))
@@ -64,6 +72,31 @@ def geometric_sizes(first: float, last: float, count: int) -> np.ndarray:
     return first ** (1 - w) * last ** w
 
 
+def target_transform(loss: np.ndarray, kind: str) -> tuple[np.ndarray, Callable[[float], float]]:
+    """(the surrogate's training target for ``loss``, the same map for a single loss such as y_best).
+
+    ``none``: the losses; ``log``: log(y − lo) with lo = min − 1% of the range (so the best point is
+    finite); ``rank``: the average rank among the losses divided by their count. Non-finite losses
+    stay NaN (the surrogate drops them).
+    """
+    if kind == "none":
+        return loss, lambda value: value
+    finite = np.isfinite(loss)
+    if not finite.any():
+        return loss, lambda value: value
+    y = loss[finite]
+    out = np.full(len(loss), np.nan)
+    if kind == "log":
+        lo = float(y.min()) - 0.01 * (float(np.ptp(y)) or max(abs(float(y.min())), 1.0))
+        out[finite] = np.log(y - lo)
+        return out, lambda value: float(np.log(max(value - lo, 1e-300)))
+    if kind == "rank":
+        out[finite] = rankdata(y) / len(y)
+        # a value's average rank among the losses (for a loss of the archive: exactly its target)
+        return out, lambda value: float((np.sum(y < value) + (np.sum(y == value) + 1) / 2) / len(y))
+    raise ValueError(f"unknown surrogate target {kind!r}")
+
+
 @dataclass
 class Scorer:
     """A surrogate plus an acquisition, fitted on the archive: scores candidates (lower is better).
@@ -79,26 +112,43 @@ class Scorer:
     cost_penalty: CostPenalty | None = None
     cost_model: CostModel | None = None
 
-    def fit_and_score(self, ctx: ProposalContext, candidates: np.ndarray) -> np.ndarray:
+    target: str = "none"
+    """The surrogate's training target (:func:`target_transform`)."""
+
+    def fitted(self, ctx: ProposalContext) -> Callable[[np.ndarray], np.ndarray]:
+        """Fit the surrogate (and the cost model, under a cost penalty) on the archive; return the
+        scoring function of candidate vectors (lower is better). Called once per filtered batch; the
+        function may then be called many times (local search) and draws no random numbers."""
         archive = ctx.archive
         if len(archive) == 0:  # nothing to learn from: keep the sampling order
-            return np.zeros(len(candidates))
+            return lambda candidates: np.zeros(len(candidates))
         encoder = FeatureEncoder(ctx.codec, ctx.state.problem.fidelity)
         loss = archive.loss
         fid = archive.fidelity
         seen = encoder.encode(archive.X, fid)
-        self.surrogate.fit(seen, loss, ctx.rng)
+        target, to_target = target_transform(loss, self.target)
+        self.surrogate.fit(seen, target, ctx.rng)
         r = float(np.nanmax(fid)) if self.predict_at_max_fidelity else float(ctx.fidelity)
         at_r = np.isclose(fid, r) & ~np.isnan(loss)
-        y_best = float(np.min(loss[at_r])) if at_r.any() else float(np.nanmin(loss))
-        features = encoder.encode(candidates, np.full(len(candidates), r))
-        mean, std = self.surrogate.predict(features)
-        scores = self.acquisition.score(mean, std, y_best)
-        if self.cost_penalty is None or not self.cost_penalty.uses_cost:
-            return scores
-        ei = expected_improvement(mean, std, y_best) if has_uncertainty(std, y_best) else np.zeros(len(mean))
-        self.cost_model.fit(seen, archive.cost, ctx.rng)
-        return self.cost_penalty.score(ei, self.cost_model.predict(features), ctx.t, fallback=scores)
+        y_best = to_target(float(np.min(loss[at_r])) if at_r.any() else float(np.nanmin(loss)))
+        uses_cost = self.cost_penalty is not None and self.cost_penalty.uses_cost
+        if uses_cost:
+            self.cost_model.fit(seen, archive.cost, ctx.rng)
+
+        def score(candidates: np.ndarray) -> np.ndarray:
+            features = encoder.encode(candidates, np.full(len(candidates), r))
+            mean, std = self.surrogate.predict(features)
+            scores = self.acquisition.score(mean, std, y_best)
+            if not uses_cost:
+                return scores
+            ei = expected_improvement(mean, std, y_best) if has_uncertainty(std, y_best) else np.zeros(len(mean))
+            return self.cost_penalty.score(ei, self.cost_model.predict(features), ctx.t, fallback=scores)
+
+        return score
+
+    def fit_and_score(self, ctx: ProposalContext, candidates: np.ndarray) -> np.ndarray:
+        """Fit on the archive and score ``candidates`` (lower is better): :meth:`fitted` applied once."""
+        return self.fitted(ctx)(candidates)
 
 
 @category_base("filters")
@@ -145,7 +195,9 @@ class _SurrogateFilter(Filter):
     uses_surrogate = True
 
     def __init__(self, filter_rho_0: float, filter_rho_1: float, filter_ns0_0: float, filter_ns0_1: float,
-                 filter_ns1_0: float, filter_ns1_1: float, filter_mb: bool, filter_rho_random: bool) -> None:
+                 filter_ns1_0: float, filter_ns1_1: float, filter_mb: bool, filter_rho_random: bool,
+                 surrogate_target: str = "none") -> None:
+        self.target = str(surrogate_target)
         self.rho = (float(filter_rho_0), float(filter_rho_1))
         self.ns0 = (float(filter_ns0_0), float(filter_ns0_1))
         self.ns1 = (float(filter_ns1_0), float(filter_ns1_1))
@@ -223,3 +275,90 @@ class ProgressiveFilter(_SurrogateFilter):
             chosen.append(best)
             remaining = remaining[remaining != best]
         return pool[np.array(chosen, dtype=int)]
+
+
+LRS_HPS = (
+    Integer("lrs_random", (10, 10000), default=1000, log=True),
+    Integer("lrs_starts", (1, 20), default=10, log=True),
+    Integer("lrs_neighbours", (2, 50), default=20, log=True),
+    Integer("lrs_steps", (1, 30), default=10, log=True),
+    Float("lrs_step", (0.01, 0.5), default=0.1, log=True),
+)
+
+
+@register("filters", "local_random", SHARED_HPS + LRS_HPS,
+          "SMAC's local-and-random search of the acquisition: random candidates plus local search from the best")
+class LocalAndRandomFilter(_SurrogateFilter):
+    """Maximizes the acquisition as SMAC's ``LocalAndSortedRandomSearch`` does, in our vector space.
+
+    ``lrs_random`` candidates come from the sampler; the ``lrs_starts`` best of them and of the
+    evaluated configurations (by the acquisition) start a local search: each step draws
+    ``lrs_neighbours`` one-exchange neighbours per start (one active coordinate changed: a
+    Gaussian step of sd ``lrs_step`` in the unit cube for a numeric hyperparameter, another choice
+    for a categorical one; repaired onto the space's conditions and forbiddens), scored in one
+    call; a start moves to its best neighbour while that improves, for at most ``lrs_steps`` steps.
+    The ``n`` best distinct candidates not evaluated before are returned. The N_s parameters of
+    the other filters do not apply; ρ (random interleave) does, as SMAC's random configurations.
+    """
+
+    def __init__(self, lrs_random: int, lrs_starts: int, lrs_neighbours: int, lrs_steps: int, lrs_step: float,
+                 **shared: float) -> None:
+        super().__init__(**shared)
+        self.n_random, self.n_starts = int(lrs_random), int(lrs_starts)
+        self.n_neighbours, self.n_steps, self.step = int(lrs_neighbours), int(lrs_steps), float(lrs_step)
+
+    def neighbours(self, X: np.ndarray, ctx: ProposalContext) -> np.ndarray:
+        """``n_neighbours`` one-exchange neighbours of each row of ``X`` (rows grouped by start), repaired."""
+        layout, rng = ctx.codec.layout, ctx.rng
+        N = np.repeat(X, self.n_neighbours, axis=0)
+        movable = ((layout.numeric | (layout.categorical & (layout.n_choices > 1)))[None, :]) & ~np.isnan(N)
+        pick = np.argmax(np.where(movable, rng.random(N.shape), -1.0), axis=1)
+        rows = np.flatnonzero(movable.any(axis=1))
+        pick = pick[rows]
+        numeric = layout.numeric[pick]
+        N[rows[numeric], pick[numeric]] += rng.normal(0.0, self.step, int(numeric.sum()))
+        cat_rows, cat_cols = rows[~numeric], pick[~numeric]
+        if len(cat_rows):
+            m = layout.n_choices[cat_cols].astype(int)
+            shift = 1 + rng.integers(0, m - 1)  # another choice, uniformly
+            N[cat_rows, cat_cols] = (N[cat_rows, cat_cols] + shift) % m
+        return ctx.codec.repair(N, rng)
+
+    def filtered(self, n: int, ctx: ProposalContext, sampler: Sampler, scorer: Scorer) -> np.ndarray:
+        score = scorer.fitted(ctx)
+        random_part = sampler.sample(max(self.n_random, n), ctx)
+        pool, pool_scores = [random_part], [score(random_part)]
+        evaluated = np.unique(ctx.archive.X, axis=0) if len(ctx.archive) else np.empty((0, ctx.codec.dim))
+        starts = np.concatenate([evaluated, random_part])
+        start_scores = np.concatenate([score(evaluated) if len(evaluated) else np.empty(0), pool_scores[0]])
+        best = np.argsort(start_scores, kind="stable")[: self.n_starts]
+        x, sx = starts[best], start_scores[best]
+        for _ in range(self.n_steps):
+            if len(x) == 0:
+                break
+            nb = self.neighbours(x, ctx)
+            snb = score(nb)
+            pool.append(nb)
+            pool_scores.append(snb)
+            grouped = snb.reshape(len(x), self.n_neighbours)
+            arg = np.argmin(grouped, axis=1)
+            better = grouped[np.arange(len(x)), arg] < sx
+            x = nb.reshape(len(x), self.n_neighbours, -1)[np.arange(len(x)), arg][better]
+            sx = grouped[np.arange(len(sx)), arg][better]
+        return _best_distinct(np.concatenate(pool), np.concatenate(pool_scores), n, evaluated)
+
+
+def _best_distinct(candidates: np.ndarray, scores: np.ndarray, n: int, exclude: np.ndarray) -> np.ndarray:
+    """The ``n`` lowest-scoring distinct rows of ``candidates`` that are not rows of ``exclude``
+    (ties: candidate order); fewer only if there are not enough distinct rows."""
+    key = lambda row: np.nan_to_num(row, nan=-1.0).tobytes()  # noqa: E731
+    taken = {key(row) for row in exclude}
+    chosen = []
+    for index in np.argsort(scores, kind="stable"):
+        k = key(candidates[index])
+        if k not in taken:
+            taken.add(k)
+            chosen.append(index)
+            if len(chosen) == n:
+                break
+    return candidates[np.array(chosen, dtype=int)]

@@ -23,6 +23,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 from scipy.spatial.distance import cdist
 from scipy.special import logsumexp
+from ConfigSpace import Categorical, Float, Integer
 
 from metaopt.registry import category_base, register
 
@@ -269,7 +270,16 @@ class TPE(Surrogate):
         return self._bad.log_density(Z) - self._good.log_density(Z), None
 
 
-@register("surrogates", "rf", description="random forest (50 trees); std = spread of the tree predictions")
+RF_HPS = (
+    Integer("rf_n_trees", (5, 100), default=50, log=True),
+    Integer("rf_min_samples_leaf", (1, 10), default=1),
+    Float("rf_max_features", (0.1, 1.0), default=1 / 3),
+    Categorical("rf_bootstrap", [True, False], default=True),
+)
+
+
+@register("surrogates", "rf", hyperparameters=list(RF_HPS),
+          description="random forest (50 trees); std = spread of the tree predictions")
 class RandomForest(Surrogate):
     """Random forest: 50 full-depth bootstrap trees, 1/3 of the features per split (R's default).
 
@@ -280,10 +290,22 @@ class RandomForest(Surrogate):
     Each tree gets ``RandomState(seed).randint(2³¹ − 1)`` in turn as its seed, draws its bootstrap
     sample from it, and is fitted with the bootstrap counts as sample weights, as in the forest.
     tests/test_exact_speedups.py checks the trees against scikit-learn's forest.
+
+    Hyperparameters (defaults: the above): ``rf_n_trees``, ``rf_min_samples_leaf``,
+    ``rf_max_features`` (fraction of the features tried per split) and ``rf_bootstrap`` (False:
+    every tree sees every point once; the trees then differ by their feature draws only). SMAC's
+    HPO facade uses 10 trees, all features per split, leaves of 1, bootstrap.
     """
 
     has_std = True
-    n_estimators = 50
+
+    def __init__(self, rf_n_trees: int = 50, rf_min_samples_leaf: int = 1, rf_max_features: float = 1 / 3,
+                 rf_bootstrap: bool = True) -> None:
+        super().__init__()
+        self.n_estimators = int(rf_n_trees)
+        self.min_samples_leaf = int(rf_min_samples_leaf)
+        self.max_features = float(rf_max_features)
+        self.bootstrap = bool(rf_bootstrap)
 
     def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
         from sklearn.tree import DecisionTreeRegressor
@@ -294,10 +316,13 @@ class RandomForest(Surrogate):
         seeds = np.random.RandomState(_seed(rng))
         self._trees = []
         for _ in range(self.n_estimators):
-            tree = DecisionTreeRegressor(max_features=1 / 3, min_samples_leaf=1,
+            tree = DecisionTreeRegressor(max_features=self.max_features, min_samples_leaf=self.min_samples_leaf,
                                          random_state=seeds.randint(np.iinfo(np.int32).max))
-            bootstrap = np.random.RandomState(tree.random_state).randint(0, n, n)
-            tree._fit(X, target, sample_weight=np.bincount(bootstrap, minlength=n), check_input=False)
+            weight = None
+            if self.bootstrap:
+                bootstrap = np.random.RandomState(tree.random_state).randint(0, n, n)
+                weight = np.bincount(bootstrap, minlength=n)
+            tree._fit(X, target, sample_weight=weight, check_input=False)
             self._trees.append(tree)
 
     def _predict(self, F: np.ndarray) -> Prediction:
@@ -307,7 +332,11 @@ class RandomForest(Surrogate):
         return per_tree.mean(axis=0), per_tree.std(axis=0)
 
 
-@register("surrogates", "gp", description="Gaussian process (Matern 5/2 ARD + noise) with mean and std")
+GP_REFIT_GROWTH = Float("gp_refit_growth", (0.0, 1.0), default=0.0)
+
+
+@register("surrogates", "gp", hyperparameters=[GP_REFIT_GROWTH],
+          description="Gaussian process (Matern 5/2 ARD + noise) with mean and std")
 class GaussianProcess(Surrogate):
     """scikit-learn GP: Constant × Matern(ν = 5/2, one length scale per feature) + White noise
     (:class:`metaopt.components._gp_kernel.GPKernel`: scikit-learn's kernel with a faster, identical gradient).
@@ -319,14 +348,24 @@ class GaussianProcess(Surrogate):
     are used (a GP fit is cubic in n): above that, the best 250 plus 250 drawn at random from the rest.
     Linear algebra runs on one thread: runs are parallelized across processes, and for these small
     matrices one BLAS thread is faster than two competing ones.
+
+    Refit schedule (``gp_refit_growth`` g): the kernel hyperparameters are optimized only when the
+    training set has grown by at least the fraction g since they were last optimized (g = 0: at
+    every fit, as in the paper's GP-BO); in between the GP is refitted on all points with the
+    kernel kept (one Cholesky factorization instead of ~40 likelihood evaluations with gradients).
+    The likelihood is what makes BO slow (docs/benchmarks.md), and with a few new points per
+    batch its optimum moves little.
     """
 
     has_std = True
     max_points = 500
 
-    def __init__(self) -> None:
+    def __init__(self, gp_refit_growth: float = GP_REFIT_GROWTH.default_value) -> None:
         super().__init__()
         self._warm_kernel = None
+        self.refit_growth = float(gp_refit_growth)
+        self._optimized_at = 0
+        """Training points when the kernel hyperparameters were last optimized (0: never)."""
 
     def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
         from sklearn.exceptions import ConvergenceWarning
@@ -343,13 +382,17 @@ class GaussianProcess(Surrogate):
         p = F.shape[1]
         kernel = self._warm_kernel
         if kernel is None or kernel.k1.k2.length_scale.shape != (p,):
-            kernel = GPKernel.default(p)
-        model = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=0, random_state=_seed(rng))
+            kernel, self._optimized_at = GPKernel.default(p), 0
+        optimize = self._optimized_at == 0 or len(y) >= self._optimized_at * (1.0 + self.refit_growth)
+        model = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=0, random_state=_seed(rng),
+                                         optimizer="fmin_l_bfgs_b" if optimize else None)
         with warnings.catch_warnings(), _threadpools().limit(limits=1):
             # Length scales at their bounds (irrelevant features) and L-BFGS iteration limits warn; harmless.
             warnings.simplefilter("ignore", ConvergenceWarning)
             self._model = model.fit(F, y)
         self._warm_kernel = self._model.kernel_
+        if optimize:
+            self._optimized_at = len(y)
 
     def _predict(self, F: np.ndarray) -> Prediction:
         with _threadpools().limit(limits=1):

@@ -107,7 +107,8 @@ class Optimizer:
             scorer = None
             if proposal_filter.uses_surrogate:
                 scorer = Scorer(built["surrogates"], built["acquisitions"], proposal_filter.predict_at_max_fidelity,
-                                cost_penalty=built.get("cost_penalties"), cost_model=penalty_cost_model)
+                                cost_penalty=built.get("cost_penalties"), cost_model=penalty_cost_model,
+                                target=proposal_filter.target)
             proposal = replace(proposal, sampler=built["samplers"], filter=proposal_filter, scorer=scorer)
         return cls(
             config=gamma,

@@ -64,8 +64,8 @@ def test_conditions_come_from_the_components_attributes():
     expected = {
         "samplers": ("proposal", ("sample_filter",)),
         "filters": ("proposal", ("sample_filter",)),
-        "surrogates": ("filter_method", ("tournament", "progressive")),
-        "acquisitions": ("filter_method", ("tournament", "progressive")),
+        "surrogates": ("filter_method", ("tournament", "progressive", "local_random")),
+        "acquisitions": ("filter_method", ("tournament", "progressive", "local_random")),
         "cost_penalties": ("acquisition", ("ei",)),
         "promotion_rules": ("fidelity_schedule", ("equal", "sh", "hb", "cahb")),
         "cost_models": ("cost_penalty", ("eipu", "ei_alpha", "ei_cool", "cei")),

@@ -1,0 +1,173 @@
+"""SMAC's strengths as components: log-EI, surrogate targets, the local-and-random acquisition search,
+random-forest settings, the GP refit schedule, and the smac_like preset."""
+
+import numpy as np
+import pytest
+from scipy import integrate
+from scipy.stats import norm
+
+from metaopt.archive import Archive
+from metaopt.benchmarks import get_benchmark
+from metaopt.budget import Budget
+from metaopt.components.acquisition import log_expected_improvement
+from metaopt.components.filters import LocalAndRandomFilter, Scorer, target_transform
+from metaopt.components.samplers import UniformSampler
+from metaopt.components.surrogates import GaussianProcess, RandomForest
+from metaopt.context import ProposalContext, RunState
+from metaopt.loop import Optimizer, run
+from metaopt.registry import components
+from metaopt.space_codec import SpaceCodec
+from metaopt.spaces.design_space import design_space
+from metaopt.spaces.presets import get_preset
+from metaopt.spaces.restrictions import TABLE4_DEFAULTS, get_restriction
+
+
+@pytest.mark.parametrize("mean,std,best", [(0.0, 1.0, 0.5), (-1.0, 0.3, -1.2), (2.0, 0.01, 1.0), (0.3, 2.0, 0.0)])
+def test_log_ei_is_the_expected_improvement_of_exp_y(mean, std, best):
+    """E[max(e^best − e^Y, 0)] for Y ~ N(mean, std²), by numerical integration."""
+    integrand = lambda y: max(np.exp(best) - np.exp(y), 0.0) * norm.pdf(y, mean, std)  # noqa: E731
+    expected, _ = integrate.quad(integrand, mean - 12 * std, best)
+    got = log_expected_improvement(np.array([mean]), np.array([std]), best)[0]
+    assert got == pytest.approx(expected, rel=1e-6, abs=1e-12)
+    assert log_expected_improvement(np.array([mean]), np.array([0.0]), best)[0] == max(np.exp(best) - np.exp(mean), 0)
+
+
+def test_surrogate_targets_are_monotone_and_map_the_incumbent_alike():
+    loss = np.array([3.0, 1.0, np.nan, 2.0, 10.0])
+    same, f = target_transform(loss, "none")
+    assert same is loss and f(1.0) == 1.0
+    for kind in ("log", "rank"):
+        target, f = target_transform(loss, kind)
+        finite = np.isfinite(loss)
+        assert np.isnan(target[~finite]).all()
+        order = np.argsort(loss[finite])
+        assert np.all(np.diff(target[finite][order]) > 0)  # the order of the losses is kept
+        assert np.isfinite(f(1.0)) and f(1.0) <= target[finite].min() + 1e-12  # the best maps to the lowest
+    log_target, _ = target_transform(loss, "log")
+    assert np.isfinite(log_target[1])  # the best loss stays finite under the shift
+
+
+def _context(space_name="synthetic:mlp", n_evaluated=12, seed=0):
+    bench = get_benchmark(space_name)
+    problem = bench.problem("0")
+    codec = SpaceCodec(problem.search_space)
+    state = RunState(problem, Budget.parse("100", problem.d), Archive(codec.dim), codec=codec)
+    rng = np.random.default_rng(seed)
+    X = codec.sample_uniform(n_evaluated, rng)
+    result = problem.evaluate(codec.to_dicts(X), np.full(n_evaluated, problem.fidelity.r_max))
+    state.archive.add(X, config_id=np.arange(n_evaluated), batch=np.arange(n_evaluated), stage=np.zeros(n_evaluated),
+                      bracket=np.zeros(n_evaluated), fidelity=np.full(n_evaluated, problem.fidelity.r_max),
+                      loss=result.loss, cost=result.cost)
+    return ProposalContext(state, codec, rng, problem.fidelity.r_max), codec
+
+
+def _filter(**changes):
+    args = dict(lrs_random=200, lrs_starts=5, lrs_neighbours=10, lrs_steps=5, lrs_step=0.1, filter_rho_0=0.0,
+                filter_rho_1=0.0, filter_ns0_0=1.0, filter_ns0_1=1.0, filter_ns1_0=1.0, filter_ns1_1=1.0,
+                filter_mb=True, filter_rho_random=False, surrogate_target="none")
+    args.update(changes)
+    return LocalAndRandomFilter(**args)
+
+
+def _scorer():
+    from metaopt.components.acquisition import ExpectedImprovement
+
+    return Scorer(RandomForest(rf_n_trees=10), ExpectedImprovement(), True)
+
+
+def test_local_and_random_search_returns_legal_new_distinct_points_deterministically():
+    runs = []
+    for _ in range(2):
+        ctx, codec = _context()
+        X = _filter().propose(6, ctx, UniformSampler(), _scorer())
+        runs.append(X)
+        assert X.shape == (6, codec.dim)
+        for row in X:  # a legal configuration: decoding and encoding give the row back
+            assert codec.to_vector(codec.to_dicts(row[None])[0]) == pytest.approx(row, nan_ok=True)
+        keys = {np.nan_to_num(r, nan=-1).tobytes() for r in X}
+        assert len(keys) == 6  # distinct
+        assert not keys & {np.nan_to_num(r, nan=-1).tobytes() for r in ctx.archive.X}  # never re-proposed
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
+def test_local_search_improves_on_the_random_candidates():
+    ctx, _ = _context(n_evaluated=20, seed=3)
+    scorer = _scorer()
+    only_random = _filter(lrs_steps=1, lrs_starts=1, lrs_neighbours=2).propose(1, ctx, UniformSampler(), scorer)
+    ctx2, _ = _context(n_evaluated=20, seed=3)
+    searched = _filter(lrs_steps=20, lrs_starts=10, lrs_neighbours=30).propose(1, ctx2, UniformSampler(), scorer)
+    score = scorer.fitted(ctx2)
+    assert score(searched)[0] <= score(only_random)[0]
+
+
+def test_neighbours_change_one_active_coordinate_and_categoricals_to_another_choice():
+    ctx, codec = _context()
+    f = _filter(lrs_neighbours=50)
+    start = ctx.archive.X[:1]
+    N = f.neighbours(start, ctx)
+    cat = codec.layout.categorical
+    n_conditional = len(codec.space.conditional_hyperparameters)
+    changes = [int((~np.isclose(np.nan_to_num(row, nan=-9), np.nan_to_num(start[0], nan=-9))).sum()) for row in N]
+    # one coordinate moves (plus conditional children switching with their parent); a step that an
+    # integer's rounding or the box's edge takes back leaves a neighbour equal to its start
+    assert max(changes) <= 1 + n_conditional and np.mean([c >= 1 for c in changes]) >= 0.8
+    moved_cats = [row for row in N if (~np.isclose(row[cat], start[0][cat])).any()]
+    assert all(set(np.unique(r[cat])) <= set(range(10)) for r in moved_cats)
+
+
+def test_random_forest_settings_reach_the_trees():
+    rng = np.random.default_rng(0)
+    F, y = rng.random((40, 3)), rng.random(40)
+    forest = RandomForest(rf_n_trees=7, rf_min_samples_leaf=4, rf_max_features=1.0, rf_bootstrap=False)
+    forest.fit(F, y, rng)
+    assert len(forest._trees) == 7
+    assert all(t.min_samples_leaf == 4 and t.max_features == 1.0 for t in forest._trees)
+    # without bootstrap and with all features, trees differ only by tie-breaking: predictions agree
+    mean, std = forest.predict(F)
+    assert np.allclose(std, 0.0, atol=1e-12)
+    assert np.all(np.array([t.get_n_leaves() for t in forest._trees]) <= 10)
+
+
+def test_gp_refits_its_kernel_only_when_the_archive_grew_enough(monkeypatch):
+    import sklearn.gaussian_process as gp_module
+
+    calls = []
+    original = gp_module.GaussianProcessRegressor._constrained_optimization
+
+    def counting(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(gp_module.GaussianProcessRegressor, "_constrained_optimization", counting)
+    rng = np.random.default_rng(0)
+    F, y = rng.random((60, 2)), rng.random(60)
+    for growth, expected in ((0.0, 11), (0.5, 2)):
+        calls.clear()
+        gp = GaussianProcess(gp_refit_growth=growth)
+        for n in range(10, 21):  # 11 fits on 10, 11, ..., 20 points
+            gp.fit(F[:n], y[:n], rng)
+        assert len(calls) == expected  # 0.5: at 10 and 15 points (the next at 23)
+        mean, std = gp.predict(F[:5])
+        assert np.all(np.isfinite(mean)) and np.all(std >= 0)
+
+
+def test_the_papers_table4_space_is_unchanged_by_the_new_hyperparameters():
+    table4 = get_restriction("table4").space()
+    full = design_space()
+    assert all(name in full for name in TABLE4_DEFAULTS)
+    assert not any(name in table4 for name in TABLE4_DEFAULTS)
+    assert len(table4) == 23
+    config = get_restriction("table4").complete(dict(table4.get_default_configuration()))
+    if config.get("surrogate") == "rf":
+        assert config["rf_n_trees"] == 50
+
+
+def test_smac_like_is_a_point_of_the_space_and_runs():
+    assert "local_random" in [c.name for c in components("filters")]
+    problem = get_benchmark("synthetic:mlp").problem("0")
+    config = get_preset("smac_like").config(problem.fidelity)
+    optimizer = Optimizer.from_config(config)
+    assert isinstance(optimizer.proposal.filter, LocalAndRandomFilter)
+    assert optimizer.proposal.scorer.target == "log" and optimizer.proposal.scorer.surrogate.n_estimators == 10
+    result = run(config, problem, 1, "5d")
+    assert len(result.trace) == 5 * problem.d and result.trace["config_id"].is_unique
