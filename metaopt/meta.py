@@ -130,10 +130,11 @@ def run_trial(setup: MetaSetup, gamma: dict[str, Any], instance: str, seed: int)
 
 
 def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | None = None,
-                  presets: bool = True) -> dict[str, Any]:
+                  presets: bool = True, found_by: str | None = None) -> dict[str, Any]:
     """The known designs that are points of ``space`` (the searched, possibly restricted, design space),
-    as SMAC configurations by name: every preset valid there (unless not ``presets``), then the named ``extra`` configurations
-    (e.g. γ files a study names). Called before SMAC starts: they join its initial design, so the
+    as SMAC configurations by name: every preset valid there (unless not ``presets``; a design shipped
+    from the study ``found_by`` is left out, so that the study finds it again the same way), then the
+    named ``extra`` configurations (e.g. γ files a study names). Called before SMAC starts: they join its initial design, so the
     meta-search starts from what is already known and γ* on training is measured against them.
 
     A design is a point of the space when the space's parameters, completed as the trials' are
@@ -146,7 +147,8 @@ def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | No
     from metaopt.spaces.presets import PRESETS
 
     fidelity = get_benchmark(setup.benchmark, setup.yahpo_data).fidelity
-    designs = {name: preset.config(fidelity) for name, preset in PRESETS.items()} if presets else {}
+    designs = {name: preset.config(fidelity) for name, preset in PRESETS.items()
+               if presets and (found_by is None or preset.found_by != found_by)}
     designs.update(extra or {})
     found: dict[str, Any] = {}
     for name, design in designs.items():

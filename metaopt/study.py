@@ -261,7 +261,8 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str |
               f"{ctx.bench.name}, {meta.trials} trials x {len(meta.seeds)} meta-seeds in batches of {meta.batch_size}, "
               f"design space "
               f"{restriction or 'full'} ({len(space)} parameters), objective {meta.objective}")
-        initial = known_designs(setup, space, ctx.initial_configs, presets=meta.initial_presets)
+        initial = known_designs(setup, space, ctx.initial_configs, presets=meta.initial_presets,
+                                found_by=ctx.study.spec.name)
         if initial:
             print(f"optimize: {len(initial)} known designs for SMAC's initial design (as many as its trials leave "
                   f"room for, in this order): {', '.join(initial)}")

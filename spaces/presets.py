@@ -7,8 +7,10 @@ so ``hb`` is Hyperband on every benchmark; it is still an ordinary point of the 
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from metaopt.components.fidelity_schedules import n_stages
@@ -25,6 +27,8 @@ class Preset:
     description: str
     reference: str
     make: ConfigFn
+    found_by: str | None = None
+    """The study whose meta-optimization found this design (a design shipped from ``designs/``), else None."""
 
     def config(self, fidelity: Fidelity) -> dict[str, Any]:
         """The validated, complete configuration for a problem with this fidelity range."""
@@ -178,6 +182,26 @@ PRESETS: dict[str, Preset] = {
                        ns1=(6.65, 925), rho=(0.83, 0.03), mb=True, rho_random=False)),
     ]
 }
+
+
+DESIGNS_DIR = Path(__file__).parent / "designs"
+"""Designs found by the shipped studies' meta-optimizations, one JSON file each (see designs/README.md)."""
+
+
+def _found_design(path: Path) -> Preset:
+    """A preset from a design file: ``name``, ``description``, ``found_by`` (the study), ``regenerate``
+    (the command that finds it again) and ``gamma`` (a configuration of the full design space)."""
+    entry = json.loads(path.read_text())
+    gamma = validate(entry["gamma"])
+    return Preset(entry["name"], entry["description"], f"found by studies/{entry['found_by']}.yaml "
+                  f"({entry['regenerate']})", lambda fidelity: dict(gamma), found_by=entry["found_by"])
+
+
+for _path in sorted(DESIGNS_DIR.glob("*.json")):
+    _preset = _found_design(_path)
+    if _preset.name in PRESETS:
+        raise RuntimeError(f"{_path}: name {_preset.name!r} is already a preset")
+    PRESETS[_preset.name] = _preset
 
 
 def preset_names() -> list[str]:
