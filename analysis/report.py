@@ -34,7 +34,7 @@ from metaopt.analysis import figures
 from metaopt.analysis.anytime import budget_grid, regret_at
 from metaopt.analysis.figures import Figure
 from metaopt.analysis.meta_model import meta_archive_model
-from metaopt.analysis.stats import average_ranks, rank_test, scores_by_instance
+from metaopt.analysis.stats import average_ranks, paired_differences, rank_test, scores_by_instance
 from metaopt.budget import Budget, split_spec
 from metaopt.errors import UsageError
 from metaopt.store import StudyStore
@@ -411,6 +411,23 @@ def _summary_table(runs: pd.DataFrame, scores: dict[str, pd.DataFrame], total: B
                  f"{base}.", summary.reset_index(names="optimizer"))
 
 
+def _paired_table(table: pd.DataFrame, label: str, base: str) -> Table:
+    """γ* (else the optimizer with the lowest mean regret) against every other optimizer at one budget,
+    paired by instance (a difference of two optimizers is less noisy than either's mean)."""
+    reference = "gamma_star" if "gamma_star" in table else str(table.mean().idxmin())
+    paired = paired_differences(table, reference)
+    shown = pd.DataFrame({
+        "optimizer": paired["optimizer"],
+        f"Δ regret@{label} (other − {reference})": [f"{d:+.4f} ± {e:.4f}" for d, e in zip(paired["delta"], paired["se"])],
+        f"{reference} better on": [f"{b}/{n}" for b, n in zip(paired["reference_better"], paired["n"])],
+        "Wilcoxon p": paired["p_wilcoxon"].map(lambda p: f"{p:.2g}"),
+    })
+    return Table(f"Paired comparison with {reference} at budget {label}: per instance, the other optimizer's "
+                 f"seed-mean regret minus {reference}'s; mean ± 1 s.e. over instances (> 0: {reference} is better), "
+                 f"the instances where {reference} is better, and the two-sided Wilcoxon signed-rank test. {base}.",
+                 shown)
+
+
 def evaluation_sections(study: StudySpec, output: Path, evaluation: Evaluation, budgets: list[Budget],
                         alpha: float) -> list[Section]:
     """The held-out evaluation (table, anytime, box plots), its statistical comparison, cost and termination."""
@@ -446,6 +463,9 @@ def evaluation_sections(study: StudySpec, output: Path, evaluation: Evaluation, 
             test, f"cd_{label}", f"Critical differences at budget {label}",
             f"Average ranks at budget {label} ({'full budget' if label == total.spec else 'intermediate'}); "
             f"{test.describe()}. {base}."))
+    for label, table in scores.items():
+        if table.shape[1] >= 2 and len(table) >= 2:
+            comparison.blocks.append(_paired_table(table, label, base))
     sections = [held_out, comparison]
     cost = cost_section(output, evaluation, palette, base)
     if cost is not None:

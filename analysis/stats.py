@@ -102,3 +102,24 @@ def rank_test(scores: pd.DataFrame, alpha: float = 0.05) -> RankTest:
     statistic, p_value = friedman(scores)
     cd = nemenyi_critical_difference(len(ranks), len(scores), alpha)
     return RankTest(ranks, len(scores), statistic, p_value, alpha, cd, nemenyi_groups(ranks, cd))
+
+
+def paired_differences(scores: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """``reference`` against every other optimizer (column) of an instances × optimizers table.
+
+    One row per other optimizer, sorted by ``delta``: ``delta`` = mean over instances of (other −
+    reference) (> 0: the reference is better), ``se`` its standard error, ``reference_better`` the
+    number of instances where the reference scores lower, ``n`` the instances, and ``p_wilcoxon`` the
+    two-sided Wilcoxon signed-rank p-value of the differences (1.0 when all are zero).
+    """
+    rows = []
+    for other in scores.columns:
+        if other == reference:
+            continue
+        diff = (scores[other] - scores[reference]).to_numpy()
+        n = len(diff)
+        se = float(diff.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+        p = float(stats.wilcoxon(diff).pvalue) if n > 0 and np.any(diff != 0) else 1.0
+        rows.append({"optimizer": other, "delta": float(diff.mean()) if n else math.nan, "se": se,
+                     "reference_better": int((diff > 0).sum()), "n": n, "p_wilcoxon": p})
+    return pd.DataFrame(rows).sort_values("delta", kind="stable").reset_index(drop=True)

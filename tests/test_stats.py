@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from metaopt.analysis.stats import (
     average_ranks,
@@ -71,3 +72,17 @@ def test_scores_average_seeds_and_drop_instances_an_optimizer_lacks():
     scores = scores_by_instance(per_run, "regret")
     assert list(scores.index) == ["i"]
     assert scores.loc["i"].to_dict() == {"a": pytest.approx(0.2), "b": 0.5}
+
+
+def test_paired_differences_are_per_instance_differences_with_their_standard_error():
+    from metaopt.analysis.stats import paired_differences
+
+    scores = pd.DataFrame({"a": [0.1, 0.2, 0.3, 0.4], "b": [0.2, 0.4, 0.3, 0.7], "c": [0.1, 0.2, 0.3, 0.4]})
+    table = paired_differences(scores, "a").set_index("optimizer")
+    assert list(table.index) == ["c", "b"]  # sorted by the mean difference
+    diff = np.array([0.1, 0.2, 0.0, 0.3])
+    assert table.loc["b", "delta"] == pytest.approx(diff.mean())
+    assert table.loc["b", "se"] == pytest.approx(diff.std(ddof=1) / 2)
+    assert table.loc["b", "reference_better"] == 3 and table.loc["b", "n"] == 4
+    assert table.loc["b", "p_wilcoxon"] == pytest.approx(stats.wilcoxon(diff).pvalue)
+    assert table.loc["c", "delta"] == 0 and table.loc["c", "p_wilcoxon"] == 1.0  # identical: nothing to test
