@@ -23,7 +23,7 @@ class BenchConfig:
     peer_seeds: int = 3
     budget: str = "30d"
     overhead_optimizers: tuple[str, ...] = ("rs", "hb", "bohb", "smashy_lcbench_hb", "bo_gp_ei", "cfo")
-    peers: tuple[tuple[str, str], ...] = (("smac_hpo", "bo_rf_ei"), ("smac_hb", "hb"), ("optuna_tpe", "bohb"),
+    peers: tuple[tuple[str, str], ...] = (("smac_hpo", "smac_like"), ("smac_hb", "hb"), ("optuna_tpe", "bohb"),
                                           ("flaml_cfo", "cfo_tuned"))
     """(peer, our preset it is compared with)."""
     meta_study: str = "studies/lcbench.yaml"

@@ -7,6 +7,7 @@ import importlib.metadata
 import os
 import platform
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +58,32 @@ def machine_info() -> dict[str, Any]:
         "packages": {name: _version(name) for name in PACKAGES},
         "git_commit": _git_commit(),
     }
+
+
+IDLE_BUSY_CORES = 0.2
+"""A speed-up from parallel workers is reported only when at most this many cores were busy with other
+work just before the measurement (:func:`busy_cores`): on a shared machine it would measure the free
+cores, not the executor."""
+
+
+def _cpu_jiffies() -> tuple[int, int] | None:
+    """(busy, total) CPU time of the whole machine since boot, from the first line of /proc/stat."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_cores(interval_s: float = 3.0) -> float | None:
+    """How many cores other processes keep busy: the machine's busy share over ``interval_s`` while this
+    process sleeps, times the cores. Called right before a parallel measurement (the 1-minute load
+    average lags by a minute and still shows the previous measurement). None where /proc/stat is missing."""
+    before = _cpu_jiffies()
+    time.sleep(interval_s)
+    after = _cpu_jiffies()
+    if before is None or after is None or after[1] == before[1]:
+        return None
+    cores = os.cpu_count() or 1
+    return round(cores * (after[0] - before[0]) / (after[1] - before[1]), 2)

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from metaopt.bench.config import BenchConfig
-from metaopt.bench.machine import REPO
+from metaopt.bench.machine import IDLE_BUSY_CORES, REPO, busy_cores
 
 
 def warm_up(benchmark: str, yahpo_data: str | None, instance: str) -> None:
@@ -57,6 +57,7 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
     study_runs = meta.trials * len(meta.seeds)
     rows = []
     for workers in config.meta_workers:
+        busy_before = busy_cores()
         with tempfile.TemporaryDirectory(prefix="metaopt-bench-meta-") as folder:
             started = time.perf_counter()
             with make_executor(workers) as executor:
@@ -74,7 +75,7 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
                                for p in (Path(folder) / "meta" / "runs").glob("*/*/seed-*.json")], dtype=float).dropna()
         runs_per_s = len(archive) / wall_s
         rows.append({
-            "workers": workers, "trials": len(archive), "failed": int((archive["status"] != "ok").sum()),
+            "workers": workers, "busy_cores_before": busy_before, "trials": len(archive), "failed": int((archive["status"] != "ok").sum()),
             "wall_s": wall_s, "startup_s": startup_s, "runs_per_s": runs_per_s,
             "inner_run_s_mean": float(inner.mean()), "inner_run_s_median": float(inner.median()),
             "outside_inner_share": 1.0 - float(inner.sum()) / (workers * wall_s),
@@ -83,6 +84,9 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
     base = rows[0]["runs_per_s"]
     for row in rows:
         row["speedup"] = row["runs_per_s"] / base
+        # a speed-up measured while other work held cores says how many were free, not what the executor does
+        row["speedup_valid"] = all(r["busy_cores_before"] is not None and r["busy_cores_before"] <= IDLE_BUSY_CORES
+                                   for r in (rows[0], row))
     return {"study": config.meta_study, "benchmark": ctx.bench.name, "budget": study.spec.budget,
             "restriction": meta.restriction, "instances": ctx.meta_instances, "meta_seed": meta.seeds[0],
             "study_meta_seeds": len(meta.seeds), "study_trials": meta.trials, "study_runs": study_runs,

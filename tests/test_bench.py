@@ -79,3 +79,33 @@ def test_peer_comparison_pairs_runs_and_averages_seeds_per_instance():
     deltas = [0.1, -0.04, -0.04]
     se = (sum((d - sum(deltas) / 3) ** 2 for d in deltas) / 2) ** 0.5 / 3 ** 0.5
     assert abs(c["regret_delta_se"] - se) < 1e-12
+
+
+def test_a_parallel_speed_up_measured_under_load_is_not_reported():
+    from metaopt.bench.report import _meta
+
+    def row(workers, busy, runs_per_s):
+        return {"workers": workers, "busy_cores_before": busy, "trials": 24, "failed": 0, "wall_s": 10.0,
+                "startup_s": 1.0, "runs_per_s": runs_per_s, "speedup": runs_per_s, "inner_run_s_mean": 1.0,
+                "outside_inner_share": 0.1, "projected_study_h": 1.0,
+                "speedup_valid": busy is not None and busy <= 0.2}
+
+    section = {"study": "s.yaml", "benchmark": "b", "budget": "30d", "restriction": None, "instances": ["1"],
+               "meta_seed": 1, "study_meta_seeds": 3, "study_trials": 600, "study_runs": 1800,
+               "rows": [row(1, 0.05, 1.0), row(2, 1.5, 1.2)]}
+    text = "\n".join(_meta(section))
+    assert "not reported (1.20× under load)" in text and "other work kept 1.50 cores busy" in text
+    section["rows"] = [row(1, 0.05, 1.0), row(2, 0.1, 1.9)]
+    text = "\n".join(_meta(section))
+    assert "1.90×" in text and "not reported" not in text
+
+
+def test_busy_cores_is_the_busy_share_of_the_machine_times_its_cores(monkeypatch):
+    from metaopt.bench import machine
+
+    samples = iter([(1000, 5000), (1150, 5400)])  # (busy, total) jiffies: 150 of 400 busy
+    monkeypatch.setattr(machine, "_cpu_jiffies", lambda: next(samples))
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 4)
+    assert machine.busy_cores(0.0) == 1.5
+    monkeypatch.setattr(machine, "_cpu_jiffies", lambda: None)
+    assert machine.busy_cores(0.0) is None
