@@ -3,12 +3,14 @@
 Every sentence is computed from the files the stages wrote, so the answer is regenerated with the
 results and never goes stale: the ranking at the full budget (mean normalized regret ± s.e. over
 instances), the Friedman/Nemenyi verdict for the best optimizer, and — when the study has them —
+whether γ* is a design that was already known (a preset of SMAC's initial design),
 the cost-aware comparison, the termination trade-off, the ablation path's main steps and the most
 important parameters. Interpretation beyond that is the reader's (and the report's figures').
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +90,23 @@ def _importance(output: Path) -> list[str]:
     return lines
 
 
+def _known_designs(output: Path) -> list[str]:
+    """A sentence for each γ* that is a design SMAC's initial design already held (a preset or a named
+    γ file): the meta-search found nothing better on the training instances than that design."""
+    lines = []
+    for path in sorted(output.glob("**/meta/gamma_star.json")):
+        try:
+            name = json.loads(path.read_text()).get("known_design")
+        except (OSError, ValueError):
+            continue  # a damaged γ* is reported by the stage that reads it
+        if name:
+            where = path.parent.parent.relative_to(output)
+            label = "γ*" if str(where) == "." else f"γ* ({where})"
+            lines.append(f"{label} is the known design {name}: the meta-search found no configuration that beat it "
+                         "on the training instances.")
+    return lines
+
+
 def write_answer(output: Path, alpha: float = 0.05) -> Path | None:
     """Write ``<output>/answer.md`` from the stored results; None when there is no evaluation yet.
 
@@ -101,7 +120,7 @@ def write_answer(output: Path, alpha: float = 0.05) -> Path | None:
     column = f"regret@{budget}"
     if column not in results:
         column = "normalized_regret"
-    lines = [*_ranking(results, column, alpha), *_cost(store.eval_dir), *_termination(store.eval_dir),
+    lines = [*_ranking(results, column, alpha), *_known_designs(store.root), *_cost(store.eval_dir), *_termination(store.eval_dir),
              *_ablation(store), *_importance(store.root)]
     path = store.answer_file
     atomic_write_text(path, "\n\n".join(lines) + "\n")

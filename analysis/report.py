@@ -323,7 +323,9 @@ def gamma_table(study: StudySpec, star: dict[str, Any] | None, archive: pd.DataF
                 and archive["meta_seed"].nunique() > 1 else "")
     caption = (f"Configurations as points of the design space (γ*: mean meta-objective "
                f"{fmt(star['mean_objective'])} on {star['n_instances']} training instances, chosen among "
-               f"{star['n_configurations']} configurations in {star['n_trials']} SMAC trials)." if star else
+               f"{star['n_configurations']} configurations in {star['n_trials']} SMAC trials"
+               + (f"; it is the known design {star['known_design']} of SMAC's initial design" if star.get("known_design")
+                  else "") + ")." if star else
                "Evaluated presets as points of the design space.")
     caption += brackets + (" (!): fixed or derived by the restriction." if forced else "") + \
         " log_* parameters are shown as their values (e.g. eta_fid = exp(log_eta_fid)); — : inactive."

@@ -31,7 +31,9 @@ Store (under ``<output>/meta``):
   that is short, damaged or holds failed trials makes the next invocation replay the meta-seed.
 - ``archive.csv``: the meta-archive (meta-seed, trial, γ, instance, seed, objective, inner summary),
   in proposal order; nothing in it depends on timing or on which runs came from the store.
-- ``gamma_star.json``: γ*, its mean objective and how it was chosen (rewritten by every invocation).
+- ``gamma_star.json``: γ*, its mean objective and how it was chosen (rewritten by every invocation);
+  ``known_design`` names the preset or γ file of SMAC's initial design that γ* is, if it is one
+  (null: a configuration the search found).
 - ``.smac/``: SMAC's own files for the running meta-seed (not needed; cleared when a meta-seed
   starts and removed when it ends).
 
@@ -247,10 +249,13 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
                          "and failed trials are retried when the optimize stage runs again")
     archive = meta_archive(rows)
     atomic_write_text(store.archive_csv, archive.to_csv(index=False))
+    known = {gamma_hash(complete_gamma(setup, dict(configuration))): name
+             for name, configuration in reversed(list((initial or {}).items()))}
     star = choose_gamma_star(archive, instances, rows)
     if select_top > 0 and select_seeds > 0:
         star = select_gamma_star(store, setup, archive, rows, instances, select_top, select_seeds, cache, executor,
-                                 quiet)
+                                 quiet, known)
+    star["known_design"] = known.get(star["hash"])
     atomic_write_text(store.gamma_star_json, json.dumps(jsonable(star), indent=1) + "\n")
     return star
 
@@ -262,7 +267,8 @@ algorithm-configuration trials all use one seed drawn from the meta-seed)."""
 
 def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame, rows: list[dict[str, Any]],
                       instances: list[str], top: int, seeds: int, cache: dict[Key, dict[str, Any]],
-                      executor: Executor, quiet: bool = False) -> dict[str, Any]:
+                      executor: Executor, quiet: bool = False,
+                      known: dict[str, str] | None = None) -> dict[str, Any]:
     """γ* chosen among the ``top`` best configurations of the archive after re-running each on ``seeds``
     more seeds of every training instance; called once all meta-seeds have finished.
 
@@ -272,7 +278,8 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
     instances of the mean over those seeds. γ* is the candidate with the lowest score (ties: the
     archive's order). Runs go through the store and the executor like trials (resumable, the same
     with any number of workers); ``meta/selection.csv`` records each candidate's score ± s.e. over
-    instances and its paired difference to γ* ± s.e.
+    instances, its paired difference to γ* ± s.e., and which known design it is (``known``: γ hash →
+    name of a design of SMAC's initial design; empty for a configuration SMAC found).
     """
     per_instance = archive.groupby(["hash", "instance"], sort=False)["objective"].mean().reset_index()
     per_config = per_instance.groupby("hash", sort=False).agg(mean=("objective", "mean"),
@@ -310,6 +317,7 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
         "difference_to_gamma_star": difference.mean(axis=1).to_numpy(),
         "difference_se": (difference.std(axis=1, ddof=1) / np.sqrt(n)).fillna(0.0).to_numpy() if n > 1 else 0.0,
         "chosen": [h == best for h in pool.index],
+        "known_design": [(known or {}).get(h, "") for h in pool.index],
     })
     atomic_write_text(store.selection_csv, table.to_csv(index=False))
     first = archive[archive["hash"] == best].iloc[0]

@@ -340,6 +340,13 @@ def test_gamma_star_is_selected_by_reruns_of_the_top_candidates(tmp_path, capsys
     assert chosen["hash"] == star["hash"] and chosen["selection_mean"] == table["selection_mean"].min()
     assert star["mean_objective"] == pytest.approx(chosen["selection_mean"])
     assert chosen["difference_to_gamma_star"] == 0 and (table["difference_to_gamma_star"] >= 0).all()
+    # candidates that are designs of the initial design are named, in the table and in gamma_star.json
+    known = {gamma_hash(get_preset(name).config(fidelity)): name
+             for name in ("bohb", "smashy_lcbench_hb", "smashy_lcbench_equal", "smashy_rbv2_hb", "smashy_rbv2_equal")}
+    known[gamma_hash(json.loads(extra.read_text()))] = str(extra)
+    for row in table.itertuples():
+        assert (row.known_design if isinstance(row.known_design, str) else None) == known.get(row.hash)
+    assert star["known_design"] == known.get(star["hash"])
     # 3 candidates x 2 instances x 2 seeds, stored beside the trials, with seeds no trial used
     records = [json.loads(p.read_text()) for p in (meta / "runs").rglob("*.json")]
     assert star["selection"]["seeds"] == [1001, 1002]
