@@ -140,7 +140,8 @@ def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | No
     meta-search starts from what is already known and γ* on training is measured against them.
 
     A design is a point of the space when the space's parameters, completed as the trials' are
-    (:func:`complete_gamma`), give back exactly the design; presets outside it are left out.
+    (:func:`complete_gamma`), give back exactly the design; presets outside it are left out, and a
+    design equal to an earlier one is listed once, under the earlier name.
     """
     from ConfigSpace import Configuration
 
@@ -153,9 +154,13 @@ def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | No
                if presets and (found_by is None or preset.found_by != found_by)}
     designs.update(extra or {})
     found: dict[str, Any] = {}
+    seen: set[str] = set()
     for name, design in designs.items():
         try:
             gamma = validate(design)
+            if gamma_hash(gamma) in seen:
+                continue  # the same design under a second name (e.g. a shipped γ* that is a preset): tried once
+            seen.add(gamma_hash(gamma))
             values = {key: value for key, value in gamma.items() if key in space}
             configuration = Configuration(space, values=values)
             if complete_gamma(setup, dict(configuration)) != gamma:

@@ -268,8 +268,8 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str |
                   f"room for, in this order): {', '.join(initial)}")
         outside = [path for path in ctx.initial_configs if path not in initial]
         if outside:
-            print(f"optimize: not points of the {restriction or 'full'} design space, so not in the initial design: "
-                  f"{', '.join(outside)}")
+            print(f"optimize: not in the initial design (not points of the {restriction or 'full'} design space, or "
+                  f"the same as a design listed before them): {', '.join(outside)}")
         star = optimize(arm, setup, space, ctx.meta_instances, features, meta.trials, meta.seeds, executor, quiet,
                         batch_size=meta.batch_size, initial=initial, select_top=meta.select_top,
                         select_seeds=meta.select_seeds)

@@ -296,6 +296,10 @@ def test_known_designs_are_the_presets_that_are_points_of_the_space(tmp_path):
     assert list(extra) == ["mine.json"]
     assert known_designs(_setup("table4"), get_restriction("table4").space(),
                          {"cfo.json": get_preset("cfo").config(fidelity)}, presets=False) == {}
+    # a design under a second name (a shipped gamma* equal to a preset, a gamma file of a preset) is tried once
+    twice = known_designs(_setup("table4"), get_restriction("table4").space(),
+                          {"bohb.json": get_preset("bohb").config(fidelity)})
+    assert list(twice) == list(table4)
 
 
 SELECTION_STUDY = """
