@@ -90,18 +90,18 @@ def _importance(output: Path) -> list[str]:
     return lines
 
 
-def _known_designs(output: Path) -> list[str]:
-    """A sentence for each γ* that is a design SMAC's initial design already held (a preset or a named
-    γ file): the meta-search found nothing better on the training instances than that design."""
+def _known_designs(store: StudyStore) -> list[str]:
+    """A sentence for each γ* (of the study, or of each restriction's arm) that is a design SMAC's
+    initial design already held (a preset or a named γ file): the meta-search found nothing better on
+    the training instances than that design."""
     lines = []
-    for path in sorted(output.glob("**/meta/gamma_star.json")):
+    for meta in [store, *store.stored_arms()]:
         try:
-            name = json.loads(path.read_text()).get("known_design")
+            name = json.loads(meta.gamma_star_json.read_text()).get("known_design")
         except (OSError, ValueError):
-            continue  # a damaged γ* is reported by the stage that reads it
+            continue  # no γ* (yet), or a damaged one, which the stage that reads it reports
         if name:
-            where = path.parent.parent.relative_to(output)
-            label = "γ*" if str(where) == "." else f"γ* ({where})"
+            label = "γ*" if meta is store else f"γ* ({meta.name})"
             lines.append(f"{label} is the known design {name}: the meta-search found no configuration that beat it "
                          "on the training instances.")
     return lines
@@ -120,8 +120,8 @@ def write_answer(output: Path, alpha: float = 0.05) -> Path | None:
     column = f"regret@{budget}"
     if column not in results:
         column = "normalized_regret"
-    lines = [*_ranking(results, column, alpha), *_known_designs(store.root), *_cost(store.eval_dir), *_termination(store.eval_dir),
-             *_ablation(store), *_importance(store.root)]
+    lines = [*_ranking(results, column, alpha), *_known_designs(store), *_cost(store.eval_dir),
+             *_termination(store.eval_dir), *_ablation(store), *_importance(store.root)]
     path = store.answer_file
     atomic_write_text(path, "\n\n".join(lines) + "\n")
     return path

@@ -158,9 +158,9 @@ def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | No
     for name, design in designs.items():
         try:
             gamma = validate(design)
-            if gamma_hash(gamma) in seen:
+            digest = gamma_hash(gamma)
+            if digest in seen:
                 continue  # the same design under a second name (e.g. a shipped γ* that is a preset): tried once
-            seen.add(gamma_hash(gamma))
             values = {key: value for key, value in gamma.items() if key in space}
             configuration = Configuration(space, values=values)
             if complete_gamma(setup, dict(configuration)) != gamma:
@@ -169,6 +169,7 @@ def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | No
             continue  # not a point of this space (a component or value the restriction excludes)
         configuration.origin = f"known design: {name}"
         found[name] = configuration
+        seen.add(digest)
     return found
 
 
@@ -255,7 +256,7 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     archive = meta_archive(rows)
     atomic_write_text(store.archive_csv, archive.to_csv(index=False))
     known = {gamma_hash(complete_gamma(setup, dict(configuration))): name
-             for name, configuration in reversed(list((initial or {}).items()))}
+             for name, configuration in (initial or {}).items()}  # one name per design (known_designs)
     star = choose_gamma_star(archive, instances, rows)
     if select_top > 0 and select_seeds > 0:
         star = select_gamma_star(store, setup, archive, rows, instances, select_top, select_seeds, cache, executor,
