@@ -25,6 +25,7 @@ from scipy.spatial.distance import cdist
 from scipy.special import logsumexp
 from ConfigSpace import Categorical, Float, Integer
 
+from metaopt.features import ONE_HOT
 from metaopt.registry import category_base, register
 
 logger = logging.getLogger(__name__)
@@ -167,17 +168,79 @@ class Featureless(Surrogate):
         return np.full(m, self._mean), np.full(m, self._std)
 
 
+def nearest_indices(archive: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` nearest archive rows of each query (Euclidean distance), nearest first.
+
+    Called by the neighbour surrogates' ``_predict`` on every filtered batch. Returns an int array of
+    shape ``(len(queries), k)`` (``k ≤ len(archive)``); of rows at equal distance the one with the
+    lower archive index comes first, so the answer depends on the data alone.
+
+    Written here rather than asking scikit-learn's ``NearestNeighbors``: for the few hundred queries
+    and archive rows of a batch, its brute-force path (used above 15 features, e.g. rbv2_xgboost's
+    one-hot columns) spent 50-100 ms a call starting its parallel reduction, 80% of a Smashy run, and
+    its distances (expanded into a matrix product) round with the machine's BLAS kernel. Here: the
+    distances of :func:`squared_distances`, then ``k`` passes of ``argmin``, which returns the first
+    of equal minima; queries go in blocks so that memory stays bounded.
+    """
+    n = len(archive)
+    if not 1 <= k <= n:
+        raise ValueError(f"k must be between 1 and the archive size {n}, got {k}")
+    out = np.empty((len(queries), k), dtype=np.intp)
+    block = max(1, _NEIGHBOUR_BLOCK // n)
+    for start in range(0, len(queries), block):
+        d = squared_distances(queries[start:start + block], archive)
+        rows = np.arange(len(d))
+        for j in range(k):
+            nearest = d.argmin(axis=1)
+            out[start:start + len(d), j] = nearest
+            d[rows, nearest] = np.inf
+    return out
+
+
+_NEIGHBOUR_BLOCK = 1 << 21
+"""Distance-matrix entries per block of queries in :func:`nearest_indices` (16 MB of float64)."""
+
+
+def squared_distances(queries: np.ndarray, archive: np.ndarray) -> np.ndarray:
+    """Squared Euclidean distances, shape ``(len(queries), len(archive))``, the same on every machine.
+
+    One-hot columns (every value 0 or :data:`~metaopt.features.ONE_HOT`, as the feature encoder writes
+    categoricals) contribute ``ONE_HOT² × (number of differing columns)``; the count is a matrix
+    product of 0/1 matrices, whose sums are exact integers in any order of summation, so no BLAS
+    kernel can change it, and it costs a fraction of a distance loop over hundreds of one-hot columns
+    (nb301). The other columns go through scipy's ``cdist``, a plain loop (exact squared differences).
+    """
+    hot = _one_hot_columns(queries) & _one_hot_columns(archive)
+    if hot.all():
+        d = np.zeros((len(queries), len(archive)))
+    else:
+        d = cdist(queries[:, ~hot], archive[:, ~hot], "sqeuclidean")
+    if hot.any():
+        q, a = (queries[:, hot] != 0).astype(float), (archive[:, hot] != 0).astype(float)
+        with _threadpools().limit(limits=1):
+            differing = q @ a.T  # hot columns in common, turned in place into differing ones:
+        differing *= -2.0
+        differing += q.sum(axis=1)[:, None]
+        differing += a.sum(axis=1)[None, :]
+        differing *= ONE_HOT**2
+        d += differing
+    return d
+
+
+def _one_hot_columns(F: np.ndarray) -> np.ndarray:
+    """Boolean mask of the columns of ``F`` whose values are all 0 or ONE_HOT."""
+    return ((F == 0.0) | (F == ONE_HOT)).all(axis=0)
+
+
 @register("surrogates", "knn1", description="1-nearest neighbour (Euclidean on the features)")
 class KNN1(Surrogate):
-    """Predicts the loss of the nearest archive point."""
+    """Predicts the loss of the nearest archive point (of equally near points, the earliest)."""
 
     def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
-        from sklearn.neighbors import KNeighborsRegressor
-
-        self._model = KNeighborsRegressor(n_neighbors=1).fit(F, y)
+        self._F, self._y = F, y
 
     def _predict(self, F: np.ndarray) -> Prediction:
-        return self._model.predict(F), None
+        return self._y[nearest_indices(self._F, F, 1)[:, 0]], None
 
 
 def samworth_weights(k: int, q: int) -> np.ndarray:
@@ -199,15 +262,12 @@ class KKNN7(Surrogate):
     k = 7
 
     def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
-        from sklearn.neighbors import NearestNeighbors
-
         self._k = min(self.k, len(y))
         self._weights = samworth_weights(self._k, F.shape[1])
-        self._index = NearestNeighbors(n_neighbors=self._k).fit(F)
-        self._y = y
+        self._F, self._y = F, y
 
     def _predict(self, F: np.ndarray) -> Prediction:
-        idx = self._index.kneighbors(F, return_distance=False)  # (m, k), nearest first
+        idx = nearest_indices(self._F, F, self._k)  # (m, k), nearest first
         return self._y[idx] @ self._weights, None
 
 

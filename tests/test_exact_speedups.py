@@ -5,7 +5,7 @@ import pytest
 from ConfigSpace import (Categorical, ConfigurationSpace, Constant, EqualsCondition, Float, ForbiddenAndConjunction,
                          ForbiddenEqualsClause, ForbiddenInClause, InCondition, Integer, OrdinalHyperparameter)
 
-from metaopt.components.surrogates import RandomForest
+from metaopt.components.surrogates import RandomForest, nearest_indices
 from metaopt.benchmarks import get_benchmark
 from metaopt.space_codec import SpaceCodec
 from metaopt.spaces.design_space import design_space
@@ -77,3 +77,24 @@ def test_gp_kernel_equals_scikit_learn_kernel(n, p):
     np.testing.assert_array_equal(K, K_ref)
     np.testing.assert_array_equal(gradient, gradient_ref)
     assert gradient.strides == gradient_ref.strides  # the likelihood's einsum sees the same layout
+
+
+@pytest.mark.parametrize("n, p, k, categoricals", [(5, 3, 1, 0), (120, 8, 7, 0), (700, 13, 7, 2), (700, 29, 1, 0),
+                                                   (700, 1, 7, 34)])
+def test_nearest_indices_equal_scikit_learn_neighbours(n, p, k, categoricals):
+    """Where no two distances tie (continuous features besides the one-hot columns), the neighbour
+    surrogates' search finds what scikit-learn's NearestNeighbors (KD-tree below 16 features, brute
+    force above) finds."""
+    from sklearn.neighbors import NearestNeighbors
+
+    from metaopt.features import ONE_HOT
+
+    data = np.random.default_rng(n + p)
+
+    def features(rows: int) -> np.ndarray:
+        hot = [np.eye(5)[data.integers(0, 5, rows)] * ONE_HOT for _ in range(categoricals)]
+        return np.hstack([data.random((rows, p)), *hot])
+
+    archive, queries = features(n), features(500)
+    expected = NearestNeighbors(n_neighbors=k).fit(archive).kneighbors(queries, return_distance=False)
+    np.testing.assert_array_equal(nearest_indices(archive, queries, k), expected)

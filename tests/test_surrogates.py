@@ -14,7 +14,8 @@ from metaopt.components.acquisition import (
     MeanAcquisition,
     ProbabilityOfImprovement,
 )
-from metaopt.components.surrogates import KKNN7, TPE, Featureless, GaussianProcess, Surrogate, samworth_weights
+from metaopt.components.surrogates import (KKNN7, KNN1, TPE, Featureless, GaussianProcess, Surrogate, nearest_indices,
+                                         samworth_weights, squared_distances)
 from metaopt.benchmarks.base import Fidelity
 from metaopt.features import INACTIVE, ONE_HOT, FeatureEncoder
 from metaopt.registry import get_component
@@ -304,3 +305,55 @@ def test_acquisition_without_std_orders_by_mean(acq) -> None:
                                   np.argsort(MEAN, kind="stable"))
     if not isinstance(acq, LowerConfidenceBound):
         np.testing.assert_array_equal(acq.score(MEAN, STD, float("nan")), MEAN)  # no incumbent yet
+
+
+def _mixed_features(rows: int, data: np.random.Generator) -> np.ndarray:
+    """Numeric columns on a coarse grid (exact squares and sums, many exact ties) and two one-hot
+    categoricals as the feature encoder writes them."""
+    numeric = data.integers(0, 3, (rows, 3)) / 4.0
+    hot = [np.eye(k)[data.integers(0, k, rows)] * ONE_HOT for k in (3, 2)]
+    return np.hstack([numeric, *hot])
+
+
+def _nearest_by_sorting(archive: np.ndarray, queries: np.ndarray, k: int) -> list[list[int]]:
+    """The definition: order archive rows by (squared distance, index), keep the first k; a differing
+    categorical counts ONE_HOT² per differing one-hot column."""
+    numeric = ((queries[:, None, :3] - archive[None, :, :3]) ** 2).sum(axis=2)
+    differing = (queries[:, None, 3:] != archive[None, :, 3:]).sum(axis=2)
+    d = numeric + ONE_HOT**2 * differing
+    return [sorted(range(len(archive)), key=lambda j: (row[j], j))[:k] for row in d]
+
+
+@pytest.mark.parametrize("n, m, k", [(1, 4, 1), (7, 30, 7), (50, 200, 7), (300, 40, 1)])
+def test_nearest_indices_orders_by_distance_then_index(monkeypatch, n, m, k) -> None:
+    data = np.random.default_rng(n)
+    archive, queries = _mixed_features(n, data), _mixed_features(m, data)
+    expected = _nearest_by_sorting(archive, queries, k)
+    assert nearest_indices(archive, queries, k).tolist() == expected
+    monkeypatch.setattr("metaopt.components.surrogates._NEIGHBOUR_BLOCK", n * 3)  # blocks of 3 queries
+    assert nearest_indices(archive, queries, k).tolist() == expected
+
+
+def test_squared_distances_are_euclidean_and_exact_in_the_one_hot_columns() -> None:
+    data = np.random.default_rng(3)
+    archive, queries = data.random((40, 9)), data.random((25, 9))
+    hot = [np.eye(k)[data.integers(0, k, 65)] * ONE_HOT for k in (4, 5, 2)]
+    archive = np.hstack([archive, *(h[:40] for h in hot)])
+    queries = np.hstack([queries, *(h[40:] for h in hot)])
+    d = squared_distances(queries, archive)
+    np.testing.assert_allclose(d, ((queries[:, None] - archive[None]) ** 2).sum(axis=2), rtol=1e-13)
+    # the one-hot part is counted, not summed: any order of its columns gives the same bits
+    order = np.r_[np.arange(9), 9 + data.permutation(11)]
+    np.testing.assert_array_equal(squared_distances(queries[:, order], archive[:, order]), d)
+
+def test_nearest_indices_rejects_k_outside_the_archive() -> None:
+    with pytest.raises(ValueError, match="k must be between 1 and the archive size 2"):
+        nearest_indices(np.zeros((2, 1)), np.zeros((1, 1)), 3)
+
+
+def test_knn1_predicts_the_earliest_of_equally_near_points() -> None:
+    F = np.array([[0.0], [2.0], [2.0], [4.0]])
+    y = np.array([1.0, 5.0, 6.0, 9.0])
+    mean, std = KNN1().fit(F, y, np.random.default_rng(0)).predict(np.array([[1.0], [2.1], [3.0], [9.0]]))
+    assert std is None
+    assert mean.tolist() == [1.0, 5.0, 5.0, 9.0]
