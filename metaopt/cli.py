@@ -337,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ablate_parser(sub)
     _add_importance_parser(sub)
     _add_report_parser(sub)
+    _add_reproductions_parser(sub)
     _add_bench_parser(sub)
     return parser
 
@@ -405,6 +406,28 @@ def cmd_report(args: argparse.Namespace) -> None:
     figures = len(list((folder / "figures").glob("*.png")))
     print(f"wrote {folder / 'report.html'} (self-contained) and {folder / 'report.md'} with {figures} figures "
           f"in {folder / 'figures'}")
+
+
+def _add_reproductions_parser(sub: Any) -> None:
+    p = sub.add_parser("reproductions", help="the papers' claims against the studies' results (docs/reproductions.md)",
+                       description="Reads the claims file and, for each claim, the held-out evaluation of the studies "
+                                   "it names (their output folders); writes the Markdown page and one figure per "
+                                   "measured claim (see analysis/reproductions.py). Claims whose studies have not "
+                                   "been run are listed with the command that runs them.")
+    p.add_argument("--claims", default="studies/claims.yaml", metavar="FILE", help="default %(default)s")
+    p.add_argument("--studies", default="studies", metavar="DIR",
+                   help="folder of the study files the claims name (default %(default)s)")
+    p.add_argument("--out", default="docs/reproductions.md", metavar="FILE", help="default %(default)s")
+    p.add_argument("--figures", default="docs/results/reproductions", metavar="DIR", help="default %(default)s")
+    p.set_defaults(func=cmd_reproductions)
+
+
+def cmd_reproductions(args: argparse.Namespace) -> None:
+    from metaopt.analysis.reproductions import write_reproductions
+
+    outcomes = write_reproductions(Path(args.claims), Path(args.studies), Path(args.out), Path(args.figures))
+    counts = {v: sum(o.verdict == v for o in outcomes) for v in ("reproduced", "mixed", "not reproduced", "not run")}
+    print(f"wrote {args.out}: {len(outcomes)} claims, " + ", ".join(f"{n} {v}" for v, n in counts.items()))
 
 
 def _add_importance_parser(sub: Any) -> None:

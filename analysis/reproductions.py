@@ -1,0 +1,237 @@
+"""The papers' claims against our measurements: ``docs/reproductions.md`` from the studies' stores.
+
+``studies/claims.yaml`` lists each headline claim of the papers in one sentence with the study
+that tests it and the test itself; :func:`write_reproductions` reads the studies' held-out
+evaluations (``<output>/eval/results.csv``), computes every comparison and writes the Markdown
+page plus one figure per claim. A claim whose study has not been run (its store is missing) gets
+the command that runs it instead of numbers.
+
+A test compares optimizers on one metric (a column of ``results.csv``, e.g. ``regret@30d``; lower
+is better), paired over the instances (seed means per instance), by the mean difference ± its
+standard error, the instances each side wins, and a two-sided Wilcoxon signed-rank test
+(:func:`metaopt.analysis.stats.paired_differences`):
+
+* ``better``: each of ``optimizers`` ends lower than each of ``than``. Reproduced when every pair is
+  significant in the claimed direction, not reproduced when none is, mixed otherwise.
+* ``alike``: no pair differs significantly. Reproduced when none does, not reproduced when every
+  pair does, mixed otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+import yaml  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
+
+from metaopt.analysis.stats import paired_differences, scores_by_instance  # noqa: E402
+from metaopt.errors import UsageError  # noqa: E402
+from metaopt.store_utils import atomic_write_text  # noqa: E402
+from metaopt.study_spec import load_study  # noqa: E402
+
+PAPERS = {"004": "Smashy (Moosbauer, Binder et al.)", "000": "CFO (Wu, Wang & Huang)",
+          "001": "CASH/CAHB (Ivkin et al.)", "002": "Automatic termination (Makarova et al.)",
+          "003": "Cost-aware acquisition (CEI)"}
+"""The papers of ``../shared/papers`` by number, in the page's order (004, the frame, first)."""
+
+
+class ClaimTest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["better", "alike"]
+    optimizers: list[str] = Field(min_length=1)
+    than: list[str] = Field(min_length=1)
+    metric: str = Field(pattern=r"^regret@[0-9.]+dc?$")
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+
+
+class Claim(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[a-z0-9_-]+$")
+    paper: Literal["000", "001", "002", "003", "004"]
+    where: str
+    """Where in the paper (section, figure, table)."""
+    claim: str
+    studies: list[str] = Field(min_length=1)
+    """Study files (names under ``studies/``) whose evaluations hold the optimizers; the first one
+    that has an optimizer's runs provides them."""
+    test: ClaimTest
+
+
+class ClaimsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    claims: list[Claim]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A claim measured: the pairs' comparisons (None when a study has not been run) and the verdict."""
+
+    claim: Claim
+    pairs: pd.DataFrame | None
+    scores: pd.DataFrame | None
+    instances: int
+    seeds: int
+    verdict: str
+    reason: str
+    missing: list[str]
+
+
+def load_claims(path: Path) -> list[Claim]:
+    """Read and validate the claims file; a problem is one UsageError naming the field."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read the claims file ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise UsageError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    try:
+        claims = ClaimsFile.model_validate(data).claims
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"{path}: field '{field}': {first['msg']}") from None
+    ids = [c.id for c in claims]
+    if len(ids) != len(set(ids)):
+        raise UsageError(f"{path}: claim ids must be unique ({sorted({i for i in ids if ids.count(i) > 1})})")
+    return claims
+
+
+def _evaluation(study_file: Path) -> pd.DataFrame | None:
+    """The study's ``eval/results.csv`` (None when the study has not been evaluated)."""
+    study = load_study(study_file)
+    results = study.output / "eval" / "results.csv"
+    return pd.read_csv(results, dtype={"instance": str}) if results.exists() else None
+
+
+def measure(claim: Claim, studies_dir: Path) -> Outcome:
+    """Compute the claim's comparisons from its studies' stores and give the verdict."""
+    test = claim.test
+    wanted = list(dict.fromkeys(test.optimizers + test.than))
+    frames, missing = [], []
+    for name in claim.studies:
+        results = _evaluation(studies_dir / f"{name}.yaml")
+        if results is None:
+            missing.append(name)
+            continue
+        taken = {o for f in frames for o in f["optimizer"].unique()}
+        frames.append(results[results["optimizer"].isin(set(wanted) - taken)])
+    runs = pd.concat(frames) if frames else pd.DataFrame(columns=["optimizer"])
+    absent = [o for o in wanted if o not in set(runs["optimizer"])]
+    if missing or absent:
+        reason = (f"no held-out evaluation of {', '.join(missing)} yet" if missing else
+                  f"the studies' stores hold no runs of {', '.join(absent)}")
+        return Outcome(claim, None, None, 0, 0, "not run", reason, missing)
+    if test.metric not in runs.columns:
+        raise UsageError(f"claim {claim.id}: the studies' results have no column {test.metric!r} "
+                         f"(report budgets: {[c for c in runs.columns if c.startswith('regret@')]})")
+    # Pair on the (instance, seed) cells every optimizer has, so all pairs see the same problems.
+    cells = runs.pivot_table(index=["instance", "seed"], columns="optimizer", values=test.metric).dropna()
+    tidy = cells.stack().rename(test.metric).reset_index()
+    scores = scores_by_instance(tidy, test.metric)
+    rows = []
+    for ours in test.optimizers:
+        table = paired_differences(scores[[ours, *test.than]], ours).set_index("optimizer").loc[test.than]
+        rows.append(table.reset_index().assign(reference=ours))
+    pairs = pd.concat(rows, ignore_index=True)  # in the claim's order: each of optimizers, each of than
+    verdict, reason = _verdict(test, pairs)
+    seeds = int(cells.reset_index().groupby("instance")["seed"].nunique().min())
+    return Outcome(claim, pairs, scores, len(scores), seeds, verdict, reason, [])
+
+
+def _verdict(test: ClaimTest, pairs: pd.DataFrame) -> tuple[str, str]:
+    significant = pairs["p_wilcoxon"] < test.alpha
+    if test.kind == "better":
+        holds = significant & (pairs["delta"] > 0)
+        against = significant & (pairs["delta"] < 0)
+        text = (f"{int(holds.sum())} of {len(pairs)} pairs significantly in the claimed direction"
+                + (f", {int(against.sum())} significantly against it" if against.any() else ""))
+    else:
+        holds = ~significant
+        text = f"{int(holds.sum())} of {len(pairs)} pairs without a significant difference"
+    verdict = "reproduced" if holds.all() else "not reproduced" if not holds.any() else "mixed"
+    return verdict, f"{text} (Wilcoxon, α = {test.alpha:g})"
+
+
+def _figure(outcome: Outcome, path: Path) -> None:
+    """Per-instance differences (other − claimed) of each pair, with their mean ± 1 s.e."""
+    test, scores, pairs = outcome.claim.test, outcome.scores, outcome.pairs
+    data = pd.concat([pd.DataFrame({"pair": f"{row.optimizer} − {row.reference}",
+                                    "difference": scores[row.optimizer] - scores[row.reference]})
+                      for row in pairs.itertuples()], ignore_index=True)
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, ax = plt.subplots(figsize=(6.4, 0.55 * data["pair"].nunique() + 1.4))
+    sns.stripplot(data=data, x="difference", y="pair", ax=ax, color="0.55", size=4, jitter=0.15)
+    for i, row in enumerate(pairs.itertuples()):  # the strip plot's rows, in the same order
+        ax.errorbar(row.delta, i, xerr=row.se, fmt="o", color="crimson", capsize=4, zorder=3)
+    ax.axvline(0.0, color="black", linewidth=1)
+    ax.set_xlabel(f"{test.metric} per instance (seed mean): first named − second named; "
+                  "red: mean ± 1 s.e.")
+    ax.set_ylabel("")
+    ax.set_title(f"{outcome.claim.id}: {outcome.verdict} ({outcome.instances} instances × {outcome.seeds} seeds)",
+                 fontsize=10)
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+
+
+def _pair_table(outcome: Outcome) -> list[str]:
+    lines = ["| pair | mean difference ± s.e. | claimed side wins | Wilcoxon p |", "|---|---|---|---|"]
+    for row in outcome.pairs.itertuples():
+        lines.append(f"| {row.optimizer} − {row.reference} | {row.delta:+.3f} ± {row.se:.3f} | "
+                     f"{row.reference_better}/{row.n} | {row.p_wilcoxon:.2g} |")
+    return lines
+
+
+def _means(outcome: Outcome) -> str:
+    means = outcome.scores.mean()
+    se = outcome.scores.std(ddof=1) / math.sqrt(len(outcome.scores))
+    return ", ".join(f"{name} {means[name]:.3f} ± {se[name]:.3f}" for name in means.sort_values().index)
+
+
+def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures_dir: Path) -> list[Outcome]:
+    """Measure every claim and write ``out`` (Markdown) and ``figures_dir/<claim id>.png``; returns the outcomes."""
+    claims = load_claims(claims_path)
+    outcomes = [measure(claim, studies_dir) for claim in claims]
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    lines = ["# The papers' claims, reproduced or not",
+             "",
+             f"Generated by `metaopt reproductions` from `{claims_path.as_posix()}` and the studies' stores "
+             "(run the studies named below first; a claim whose study has not been run says so). Each test "
+             "pairs optimizers over held-out instances (seed means per instance): mean difference ± standard "
+             "error over instances, the instances the claimed side wins, and a two-sided Wilcoxon signed-rank "
+             "test. Normalized regret: 0 = best known loss, 1 = median random configuration.",
+             "",
+             "| claim | paper | verdict | instances × seeds | study |",
+             "|---|---|---|---|---|"]
+    for o in outcomes:
+        size = f"{o.instances} × {o.seeds}" if o.pairs is not None else "—"
+        lines.append(f"| [{o.claim.id}](#{o.claim.id}) | {o.claim.paper} {o.claim.where} | **{o.verdict}** | "
+                     f"{size} | {', '.join(o.claim.studies)} |")
+    for paper, title in PAPERS.items():
+        chosen = [o for o in outcomes if o.claim.paper == paper]
+        lines += ["", f"## Paper {paper}: {title}"]
+        if not chosen:
+            lines += ["", "No claim of this paper is listed yet."]
+        for o in chosen:
+            lines += ["", f'<a id="{o.claim.id}"></a>', f"### {o.claim.id}", "",
+                      f"**Claim** ({o.claim.where}): {o.claim.claim}", "",
+                      f"**Verdict: {o.verdict}** — {o.reason}."]
+            if o.pairs is None:
+                commands = "; ".join(f"`metaopt study run studies/{name}.yaml`" for name in o.missing)
+                lines += ["", f"Run {commands} and regenerate this page." if commands else ""]
+                continue
+            figure = figures_dir / f"{o.claim.id}.png"
+            _figure(o, figure)
+            lines += ["", f"Measured: {o.instances} held-out instances × {o.seeds} seeds, {o.claim.test.metric} "
+                      f"(mean ± s.e. over instances): {_means(o)}.", "", *_pair_table(o), "",
+                      f"![{o.claim.id}]({figure.relative_to(out.parent).as_posix()})"]
+    atomic_write_text(out, "\n".join(lines) + "\n")
+    return outcomes

@@ -1,0 +1,112 @@
+"""docs/reproductions.md from claims and study stores: verdict rules, missing studies, bad claim files."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from metaopt.analysis.reproductions import load_claims, write_reproductions
+from metaopt.cli import main
+from metaopt.errors import UsageError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _study(studies: Path, name: str, output: Path) -> None:
+    (studies / f"{name}.yaml").write_text(
+        f"name: {name}\nbenchmark: synthetic:mlp\nbudget: 30d\n"
+        f"evaluation:\n  instances: {{split: test}}\n  seeds: 2\n  optimizers: [rs, hb, bohb]\n"
+        f"output: {output.as_posix()}\n")
+
+
+def _results(output: Path, regret: dict[str, np.ndarray]) -> None:
+    """eval/results.csv with one row per (optimizer, instance, seed): regret[optimizer] has shape (instances, seeds)."""
+    rows = [{"optimizer": name, "instance": f"i{i}", "seed": s + 1, "regret@30d": values[i, s]}
+            for name, values in regret.items() for i in range(values.shape[0]) for s in range(values.shape[1])]
+    (output / "eval").mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(output / "eval" / "results.csv", index=False)
+
+
+CLAIMS = """claims:
+  - id: rs-loses
+    paper: "004"
+    where: RQ2
+    claim: hb and bohb end below rs.
+    studies: [base]
+    test: {kind: better, optimizers: [hb, bohb], than: [rs], metric: "regret@30d"}
+  - id: hb-like-bohb
+    paper: "004"
+    where: RQ2
+    claim: hb and bohb end alike.
+    studies: [base]
+    test: {kind: alike, optimizers: [hb], than: [bohb], metric: "regret@30d"}
+  - id: needs-another-study
+    paper: "001"
+    where: "§6"
+    claim: cahb beats hb.
+    studies: [other]
+    test: {kind: better, optimizers: [cahb], than: [hb], metric: "regret@30dc"}
+"""
+
+
+def test_verdicts_numbers_and_a_study_not_run(tmp_path):
+    studies = tmp_path / "studies"
+    studies.mkdir()
+    _study(studies, "base", tmp_path / "results" / "base")
+    _study(studies, "other", tmp_path / "results" / "other")
+    data = np.random.default_rng(0)
+    hb = data.uniform(0.1, 0.2, (12, 2))
+    _results(tmp_path / "results" / "base", {"rs": hb + 0.3, "hb": hb, "bohb": hb - 0.05 + data.normal(0, 1e-3, hb.shape)})
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(CLAIMS)
+    out = tmp_path / "docs" / "reproductions.md"
+    outcomes = {o.claim.id: o for o in write_reproductions(claims, studies, out, tmp_path / "docs" / "figures")}
+
+    better = outcomes["rs-loses"]
+    assert better.verdict == "reproduced" and (better.instances, better.seeds) == (12, 2)
+    assert better.pairs["delta"].tolist() == pytest.approx([0.3, 0.35], abs=2e-3)
+    assert (better.pairs["reference_better"] == 12).all()
+    assert outcomes["hb-like-bohb"].verdict == "not reproduced"  # bohb is lower on every instance
+    assert outcomes["needs-another-study"].verdict == "not run"
+
+    page = out.read_text()
+    assert "| [rs-loses](#rs-loses) | 004 RQ2 | **reproduced** | 12 × 2 | base |" in page
+    assert "Run `metaopt study run studies/other.yaml` and regenerate this page." in page
+    assert "| rs − hb | +0.300 ± 0.000 | 12/12 |" in page
+    assert (tmp_path / "docs" / "figures" / "rs-loses.png").stat().st_size > 0
+    assert not (tmp_path / "docs" / "figures" / "needs-another-study.png").exists()
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("claims:\n  - id: x\n", "field 'claims.0.paper'"),
+    (CLAIMS.replace('paper: "001"', 'paper: "007"'), "field 'claims.2.paper'"),
+    (CLAIMS.replace("regret@30dc", "loss"), "field 'claims.2.test.metric'"),
+    (CLAIMS.replace("id: hb-like-bohb", "id: rs-loses"), "claim ids must be unique"),
+])
+def test_bad_claims_files_name_the_field(tmp_path, text, fragment):
+    path = tmp_path / "claims.yaml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=fragment):
+        load_claims(path)
+
+
+def test_the_shipped_claims_name_existing_studies_and_their_optimizers():
+    from metaopt.study_spec import load_study
+
+    for claim in load_claims(REPO / "studies" / "claims.yaml"):
+        evaluated = set()
+        for name in claim.studies:
+            spec = load_study(REPO / "studies" / f"{name}.yaml").spec
+            evaluated |= {o if isinstance(o, str) else o.name for o in spec.evaluation.optimizers}
+        missing = set(claim.test.optimizers + claim.test.than) - evaluated
+        assert not missing, (claim.id, missing)
+
+
+def test_cli_reports_a_bad_claims_file_in_one_line(tmp_path, capsys):
+    path = tmp_path / "claims.yaml"
+    path.write_text("claims: [")
+    assert main(["reproductions", "--claims", str(path), "--out", str(tmp_path / "r.md")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not valid YAML" in err[0]
+    assert not (tmp_path / "r.md").exists()
