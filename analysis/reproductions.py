@@ -1,6 +1,6 @@
 """The papers' claims against our measurements: ``docs/reproductions.md`` from the studies' stores.
 
-``studies/claims.yaml`` lists each headline claim of the papers in one sentence with the study
+``docs/claims.yaml`` lists each headline claim of the papers in one sentence with the study
 that tests it and the test itself; :func:`write_reproductions` reads the studies' held-out
 evaluations (``<output>/eval/results.csv``), computes every comparison and writes the Markdown
 page plus one figure per claim. A claim whose study has not been run (its store is missing) gets

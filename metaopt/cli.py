@@ -414,7 +414,7 @@ def _add_reproductions_parser(sub: Any) -> None:
                                    "it names (their output folders); writes the Markdown page and one figure per "
                                    "measured claim (see analysis/reproductions.py). Claims whose studies have not "
                                    "been run are listed with the command that runs them.")
-    p.add_argument("--claims", default="studies/claims.yaml", metavar="FILE", help="default %(default)s")
+    p.add_argument("--claims", default="docs/claims.yaml", metavar="FILE", help="default %(default)s")
     p.add_argument("--studies", default="studies", metavar="DIR",
                    help="folder of the study files the claims name (default %(default)s)")
     p.add_argument("--out", default="docs/reproductions.md", metavar="FILE", help="default %(default)s")

@@ -94,7 +94,7 @@ def test_bad_claims_files_name_the_field(tmp_path, text, fragment):
 def test_the_shipped_claims_name_existing_studies_and_their_optimizers():
     from metaopt.study_spec import load_study
 
-    for claim in load_claims(REPO / "studies" / "claims.yaml"):
+    for claim in load_claims(REPO / "docs" / "claims.yaml"):
         evaluated = set()
         for name in claim.studies:
             spec = load_study(REPO / "studies" / f"{name}.yaml").spec
