@@ -29,7 +29,8 @@ class BenchConfig:
     meta_study: str = "studies/lcbench.yaml"
     """The study whose optimize stage is timed (benchmark, budget, restriction, training instances),
     and whose meta-seeds × trials give the projected wall time."""
-    meta_trials: int = 24
+    meta_trials: int = 16
+    """SMAC trials per meta-seed in the meta section (all of the study's meta-seeds run, side by side)."""
     meta_workers: tuple[int, ...] = (1, 2)
     scaling_optimizers: tuple[str, ...] = ("hb", "smashy_lcbench_hb", "bo_gp_ei")
     scaling_budgets: tuple[str, ...] = ("10d", "30d", "100d", "300d")

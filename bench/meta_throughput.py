@@ -67,7 +67,7 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
                 started = time.perf_counter()
                 with contextlib.redirect_stdout(io.StringIO()):  # optimize() reports per meta-seed
                     optimize(Path(folder), setup, space, ctx.meta_instances, features, config.meta_trials,
-                             meta.seeds[:1], executor, quiet=True, batch_size=meta.batch_size)
+                             meta.seeds, executor, quiet=True, batch_size=meta.batch_size)
                 wall_s = time.perf_counter() - started
             archive = pd.read_csv(Path(folder) / "meta" / "archive.csv")
             # inner wall times are in the run store (the archive holds only what a run computes)
@@ -88,6 +88,6 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
         row["speedup_valid"] = all(r["busy_cores_before"] is not None and r["busy_cores_before"] <= IDLE_BUSY_CORES
                                    for r in (rows[0], row))
     return {"study": config.meta_study, "benchmark": ctx.bench.name, "budget": study.spec.budget,
-            "restriction": meta.restriction, "instances": ctx.meta_instances, "meta_seed": meta.seeds[0],
+            "restriction": meta.restriction, "instances": ctx.meta_instances, "meta_seeds": list(meta.seeds),
             "study_meta_seeds": len(meta.seeds), "study_trials": meta.trials, "study_runs": study_runs,
             "rows": rows}

@@ -272,13 +272,21 @@ def _meta(section: dict[str, Any]) -> list[str]:
     return ["## 3. Meta-optimization throughput", "",
             f"The optimize stage of `{section['study']}` ({section['benchmark']}, inner budget {section['budget']}, "
             f"design space {section['restriction'] or 'full'}, {len(section['instances'])} training instances): "
-            f"meta-seed {section['meta_seed']} runs {section['rows'][0]['trials']} SMAC trials (inner runs) per "
+            f"{_meta_seeds_text(section)} run {section['rows'][0]['trials']} SMAC trials (inner runs) per "
             f"worker count, each into an empty store. The projected study is its {section['study_meta_seeds']} "
             f"meta-seeds × {section['study_trials']} trials = {section['study_runs']} inner runs at the measured "
             "throughput. These are SMAC's first trials (mostly its initial design, random γ), so the projection "
             "assumes later trials cost the same; SMAC's own model grows with the run history. `worker time outside "
             "inner loops` is 1 − Σ inner-loop time / (workers × wall): SMAC, the scheduler, trace building, "
             "storing results and idle workers.", "", _table(rows), "", *_meta_remarks(section), ""]
+
+
+def _meta_seeds_text(section: dict[str, Any]) -> str:
+    """Which meta-seeds the measurement ran: all of the study's side by side (``meta_seeds``), or, in
+    results written before they ran side by side, its first one (``meta_seed``)."""
+    if "meta_seeds" in section:
+        return f"its meta-seeds {', '.join(map(str, section['meta_seeds']))}, side by side,"
+    return f"meta-seed {section['meta_seed']} alone"
 
 
 def _meta_remarks(section: dict[str, Any]) -> list[str]:

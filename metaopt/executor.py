@@ -11,6 +11,7 @@ where or in which order they ran.
 from __future__ import annotations
 
 import os
+from collections import deque
 from contextlib import AbstractContextManager
 from typing import Any, Callable, Iterable, Iterator
 
@@ -20,14 +21,39 @@ Task = tuple[Callable[..., Any], tuple[Any, ...]]
 
 
 class Executor(AbstractContextManager):
-    """Runs tasks; ``map_unordered`` yields (index, result) pairs as tasks finish."""
+    """Runs tasks in this process, in the order they were submitted.
+
+    Two ways to use an executor: :meth:`map_unordered` for a fixed list of tasks, or :meth:`submit`
+    and :meth:`completed` when finished tasks decide which tasks come next (the optimize stage
+    runs its meta-seeds side by side this way).
+    """
 
     workers = 1
     dask_client = None
 
+    def __init__(self) -> None:
+        self._queue: deque[tuple[int, Task]] = deque()
+        self._next_id = 0
+
+    def submit(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> int:
+        """Queue ``fn(*args)``; returns the task's id, which :meth:`completed` yields with its result."""
+        task_id = self._next_id
+        self._next_id += 1
+        self._queue.append((task_id, (fn, args)))
+        return task_id
+
+    def completed(self) -> Iterator[tuple[int, Any]]:
+        """Yields ``(task id, result)`` of every submitted task as it finishes, including tasks
+        submitted while iterating; ends when no task is left."""
+        while self._queue:
+            task_id, (fn, args) = self._queue.popleft()
+            yield task_id, fn(*args)
+
     def map_unordered(self, tasks: Iterable[Task]) -> Iterator[tuple[int, Any]]:
-        for i, (fn, args) in enumerate(tasks):
-            yield i, fn(*args)
+        """Runs ``tasks``; yields ``(position in tasks, result)`` as each finishes."""
+        position = {self.submit(fn, args): i for i, (fn, args) in enumerate(tasks)}
+        for task_id, result in self.completed():
+            yield position[task_id], result
 
     def __exit__(self, *exc: object) -> None:
         return None
@@ -40,8 +66,10 @@ class DaskExecutor(Executor):
     """Tasks on a dask.distributed cluster: a new LocalCluster, or an existing scheduler."""
 
     def __init__(self, workers: int = 2, scheduler: str | None = None) -> None:
-        from dask.distributed import Client, LocalCluster
+        from dask.distributed import Client, LocalCluster, as_completed
 
+        super().__init__()
+        self._ids: dict[Any, int] = {}
         self._cluster = None
         if scheduler:
             try:
@@ -58,15 +86,20 @@ class DaskExecutor(Executor):
             self.dask_client = Client(self._cluster)
             self.workers = workers
         self._scheduler = scheduler
+        self._running = as_completed(loop=self.dask_client.loop)  # futures not yet yielded by completed()
 
-    def map_unordered(self, tasks: Iterable[Task]) -> Iterator[tuple[int, Any]]:
-        from dask.distributed import as_completed
+    def submit(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> int:
+        task_id = self._next_id
+        self._next_id += 1
+        future = self.dask_client.submit(fn, *args, pure=False)
+        self._ids[future] = task_id
+        self._running.add(future)
+        return task_id
 
-        futures = {}
-        for i, (fn, args) in enumerate(tasks):
-            futures[self.dask_client.submit(fn, *args, pure=False)] = i
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+    def completed(self) -> Iterator[tuple[int, Any]]:
+        while not self._running.is_empty():
+            future = next(self._running)
+            yield self._ids.pop(future), future.result()
 
     def __exit__(self, *exc: object) -> None:
         if self.dask_client is not None:

@@ -14,10 +14,11 @@ Batches (``meta.batch_size``, default 4): SMAC is asked for a batch of trials, t
 the executor (Dask workers, or this process with one worker; trials found in the store are not
 rerun), SMAC is told the results in the order it proposed them, and then the next batch is asked.
 The batch size is part of the study, not of the machine, so SMAC's proposals, the archive and γ*
-are the same with 1, 2 or N workers and after an interruption and resume. The price, compared with
-filling each idle worker with a new proposal at once: workers idle at the end of a batch while its
-slowest trial runs, and a proposal sees up to ``batch_size - 1`` fewer results than it could
-(batch size 1 is sequential SMAC; a multiple of the worker count keeps all workers busy).
+are the same with 1, 2 or N workers and after an interruption and resume. The meta-seeds run side
+by side on the same executor, each waiting only for its own batch: while one waits for its
+slowest trial, the others' trials keep the workers busy (with one meta-seed, workers idle at the
+end of each batch). A proposal sees up to ``batch_size - 1`` fewer results than it could (batch
+size 1 is sequential SMAC).
 
 Store (under ``<output>/meta``):
 - ``runs/<γ hash>/<instance>/seed-<k>.json``: each finished inner run's objective and summary
@@ -34,7 +35,7 @@ Store (under ``<output>/meta``):
 - ``gamma_star.json``: γ*, its mean objective and how it was chosen (rewritten by every invocation);
   ``known_design`` names the preset or γ file of SMAC's initial design that γ* is, if it is one
   (null: a configuration the search found).
-- ``.smac/``: SMAC's own files for the running meta-seed (not needed; cleared when a meta-seed
+- ``.smac/``: SMAC's own files for the running meta-seeds (not needed; cleared when the stage
   starts and removed when it ends).
 
 Failure isolation: an inner run that raises gets the objective ``CRASH_OBJECTIVE`` and its
@@ -48,9 +49,10 @@ import json
 import shutil
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -232,21 +234,25 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     store = output if isinstance(output, StudyStore) else StudyStore(output)
     store.meta_dir.mkdir(parents=True, exist_ok=True)
     cache = load_cache(store)
-    rows: list[dict[str, Any]] = []
+    finished: dict[int, list[dict[str, Any]]] = {}
+    searches: list[_MetaSeedSearch] = []
     for meta_seed in meta_seeds:
-        started = time.perf_counter()
         trial_rows = _finished_trials(store, meta_seed, trials, cache)
         if trial_rows is not None:
             print(f"meta-seed {meta_seed}: finished earlier ({trials} trials in the store); SMAC is not rerun")
-            rows += trial_rows
-            continue
-        trial_rows = _smac_trials(store, meta_seed, setup, cache, space, instances, instance_features,
-                                  trials, batch_size, executor, quiet, list((initial or {}).values()))
-        failed = sum(r["status"] == "failed" for r in trial_rows)
-        print(f"meta-seed {meta_seed}: {len(trial_rows)} trials "
-              f"({sum(r['cached'] for r in trial_rows)} from the store, {failed} failed"
-              f"{' and retried by the next run' if failed else ''}) in {time.perf_counter() - started:.1f} s")
-        rows += trial_rows
+            finished[meta_seed] = trial_rows
+    shutil.rmtree(store.smac_dir, ignore_errors=True)  # SMAC's own files: not needed (see the module doc)
+    for meta_seed in meta_seeds:
+        if meta_seed not in finished:
+            searches.append(_MetaSeedSearch(store, meta_seed, setup, cache, space, instances, instance_features,
+                                            trials, batch_size, quiet, list((initial or {}).values()),
+                                            position=len(searches)))
+    _run_side_by_side(searches, executor)
+    shutil.rmtree(store.smac_dir, ignore_errors=True)
+    for search in searches:
+        cache.update(search.fresh_ok)
+        finished[search.meta_seed] = search.rows
+    rows = [row for meta_seed in meta_seeds for row in finished[meta_seed]]
 
     if all(r["status"] == "failed" for r in rows):
         last = (rows[-1].get("traceback") or "").strip().splitlines() if rows else []
@@ -359,88 +365,176 @@ def _finished_trials(store: StudyStore, meta_seed: int, trials: int, cache: dict
     return rows
 
 
-def _smac_trials(store: StudyStore, meta_seed: int, setup: MetaSetup, cache: dict, space, instances: list[str],
-                 instance_features: dict[str, list[float]], trials: int, batch_size: int, executor: Executor,
-                 quiet: bool, initial: list) -> list[dict[str, Any]]:
-    """One meta-seed: SMAC's ask-and-tell loop in batches; returns its trial rows in ask order.
+class _Batch:
+    """One batch of a meta-seed's SMAC trials: the runs it needs, then its results in ask order."""
+
+    def __init__(self, infos: list, gammas: list[dict[str, Any]], cache: dict[Key, dict[str, Any]]) -> None:
+        self.infos = infos
+        self.keys: list[Key] = [(gamma_hash(g), str(info.instance), int(info.seed or 0))
+                                for g, info in zip(gammas, infos)]
+        self.todo: dict[Key, dict[str, Any]] = {key: gamma for key, gamma in zip(self.keys, gammas)
+                                                if key not in cache}
+        """The distinct keys not in ``cache``, in ask order, with their γ: each runs once."""
+        self._cache = cache
+        self._fresh: dict[Key, dict[str, Any]] = {}
+
+    def deliver(self, key: Key, record: dict[str, Any]) -> None:
+        """The (stored) record of one run of :attr:`todo`."""
+        self._fresh[key] = record
+
+    @property
+    def done(self) -> bool:
+        """True when every run of :attr:`todo` has been delivered."""
+        return len(self._fresh) == len(self.todo)
+
+    def results(self) -> list[tuple[dict[str, Any], bool]]:
+        """(record, taken from the store or an earlier trial of the batch) per trial, in ask order."""
+        out, seen = [], set()
+        for key in self.keys:
+            if key in self._fresh:  # a repeat of a key in the batch counts as taken from an earlier trial
+                out.append((self._fresh[key], key in seen))
+                seen.add(key)
+            else:
+                out.append((self._cache[key], True))
+        return out
+
+    def fresh_ok(self) -> dict[Key, dict[str, Any]]:
+        """The delivered runs with status ok (a failed run is not cached: the next invocation retries it)."""
+        return {key: record for key, record in self._fresh.items() if record["status"] == "ok"}
+
+
+class _MetaSeedSearch:
+    """One meta-seed's SMAC, asked and told one batch at a time by :func:`_run_side_by_side`.
 
     We drive SMAC's ask/tell interface ourselves instead of handing it a Dask client: SMAC 2.4's
     Dask runner returns from optimize() once n_trials are *submitted* and drops the results of
     trials still running, and it tells results in completion order (timing-dependent proposals).
+    A search sees the runs the store held when the stage started and its own: what other
+    meta-seeds run at the same time cannot change its trials or their ``cached`` flags.
     """
-    from smac import AlgorithmConfigurationFacade, Scenario
-    from smac.runhistory.dataclasses import TrialValue
 
-    smac_dir = store.smac_dir  # SMAC's own files: not needed; inside the study so that a kill leaves no litter
-    shutil.rmtree(smac_dir, ignore_errors=True)
-    scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=trials,
-                        instances=instances, instance_features=instance_features, seed=meta_seed,
-                        output_directory=smac_dir, crash_cost=CRASH_OBJECTIVE)
-    model, maximizer = reproducible_model_and_maximizer(AlgorithmConfigurationFacade, scenario)
-    # SMAC refuses an initial design larger than its trials; its own share (a private count, the
-    # default configuration included) is what the known designs must leave room for.
-    room = trials - getattr(AlgorithmConfigurationFacade.get_initial_design(scenario), "_n_configs", 1) - 1
-    smac = AlgorithmConfigurationFacade(
-        scenario, _target_function, model=model, acquisition_maximizer=maximizer,
-        initial_design=AlgorithmConfigurationFacade.get_initial_design(
-            scenario, additional_configs=list(initial)[: max(room, 0)]),
-        intensifier=AlgorithmConfigurationFacade.get_intensifier(scenario, max_config_calls=len(scenario.instances)),
-        overwrite=True, logging_level=40,
-    )
-    log_path = store.trials_log(meta_seed)
-    log_path.write_text("")  # the log of this meta-seed is rebuilt by the (replaying) rerun
-    rows: list[dict[str, Any]] = []
-    bar = tqdm(total=trials, desc=f"meta-seed {meta_seed}: SMAC trials", unit="trial", disable=True if quiet else None)
+    def __init__(self, store: StudyStore, meta_seed: int, setup: MetaSetup, cache: dict[Key, dict[str, Any]],
+                 space, instances: list[str], instance_features: dict[str, list[float]], trials: int,
+                 batch_size: int, quiet: bool, initial: list, position: int) -> None:
+        from smac import AlgorithmConfigurationFacade, Scenario
+
+        self.store, self.meta_seed, self.setup, self.trials, self.batch_size = store, meta_seed, setup, trials, batch_size
+        self._cache = dict(cache)
+        self.fresh_ok: dict[Key, dict[str, Any]] = {}
+        """Runs of this search with status ok, to join the stage's cache when all searches are done."""
+        scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=trials,
+                            instances=instances, instance_features=instance_features, seed=meta_seed,
+                            output_directory=store.smac_dir, crash_cost=CRASH_OBJECTIVE)
+        model, maximizer = reproducible_model_and_maximizer(AlgorithmConfigurationFacade, scenario)
+        # SMAC refuses an initial design larger than its trials; its own share (a private count, the
+        # default configuration included) is what the known designs must leave room for.
+        room = trials - getattr(AlgorithmConfigurationFacade.get_initial_design(scenario), "_n_configs", 1) - 1
+        self._smac = AlgorithmConfigurationFacade(
+            scenario, _target_function, model=model, acquisition_maximizer=maximizer,
+            initial_design=AlgorithmConfigurationFacade.get_initial_design(
+                scenario, additional_configs=list(initial)[: max(room, 0)]),
+            intensifier=AlgorithmConfigurationFacade.get_intensifier(scenario,
+                                                                     max_config_calls=len(scenario.instances)),
+            overwrite=True, logging_level=40,
+        )
+        self._log = store.trials_log(meta_seed)
+        self._log.write_text("")  # the log of this meta-seed is rebuilt by the (replaying) rerun
+        self.rows: list[dict[str, Any]] = []
+        self._batch = _Batch([], [], {})
+        self._started = time.perf_counter()
+        self._bar = tqdm(total=trials, desc=f"meta-seed {meta_seed}: SMAC trials", unit="trial", position=position,
+                         disable=True if quiet else None)
+
+    @property
+    def finished(self) -> bool:
+        """True once all trials are told."""
+        return len(self.rows) >= self.trials
+
+    def ask_batch(self) -> list[tuple[Key, dict[str, Any]]]:
+        """Asks SMAC for the next batch; returns the distinct (key, γ) not yet stored, in ask order,
+        each to be run once and handed to :meth:`deliver` (an empty list: :meth:`tell_batch` at once).
+
+        Several trials are asked before any is told: SMAC marks each asked trial as running, and its
+        intensifier does not propose a running trial again (distinct SMAC configurations may still
+        complete to the same γ; such a trial runs once).
+        """
+        with _smac_warnings_silenced():
+            infos = [self._smac.ask() for _ in range(min(self.batch_size, self.trials - len(self.rows)))]
+        self._batch = _Batch(infos, [complete_gamma(self.setup, dict(info.config)) for info in infos], self._cache)
+        self._bar.update(len(infos) - len(self._batch.todo))
+        return list(self._batch.todo.items())
+
+    def deliver(self, key: Key, record: dict[str, Any]) -> None:
+        """Stores a finished run of the batch at once (so a kill loses nothing finished)."""
+        self._batch.deliver(key, _store_record(self.store, record))
+        self._bar.update(1)
+
+    @property
+    def batch_done(self) -> bool:
+        """True when every run of the current batch has been delivered."""
+        return self._batch.done
+
+    def tell_batch(self) -> None:
+        """Tells SMAC the batch's results in ask order and appends the batch to the trials log."""
+        from smac.runhistory.dataclasses import TrialValue
+
+        batch_rows = []
+        for info, (record, cached) in zip(self._batch.infos, self._batch.results()):
+            with _smac_warnings_silenced():
+                self._smac.tell(info, TrialValue(cost=record["objective"]), save=False)
+            batch_rows.append(_trial_row(self.meta_seed, len(self.rows) + len(batch_rows), record, cached))
+        ok = self._batch.fresh_ok()
+        self._cache.update(ok)
+        self.fresh_ok.update(ok)
+        self.rows += batch_rows
+        with self._log.open("a") as fh:
+            fh.writelines(json.dumps({k: v for k, v in row.items() if k != "summary"}) + "\n" for row in batch_rows)
+
+    def close(self) -> None:
+        """Ends the progress bar and says what the meta-seed did."""
+        self._bar.close()
+        failed = sum(r["status"] == "failed" for r in self.rows)
+        print(f"meta-seed {self.meta_seed}: {len(self.rows)} trials "
+              f"({sum(r['cached'] for r in self.rows)} from the store, {failed} failed"
+              f"{' and retried by the next run' if failed else ''}) in {time.perf_counter() - self._started:.1f} s")
+
+
+@contextmanager
+def _smac_warnings_silenced() -> Iterator[None]:
+    """SMAC's local search averages an empty list of timings when it finds no neighbours: harmless."""
     with warnings.catch_warnings():
-        # SMAC's local search averages an empty list of timings when it finds no neighbours.
         warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
         warnings.filterwarnings("ignore", "invalid value encountered in scalar divide", RuntimeWarning)
-        while len(rows) < trials:
-            # Several trials are asked before any is told: SMAC marks each asked trial as running, and
-            # its intensifier does not propose a running trial again (distinct SMAC configurations
-            # may still complete to the same γ; _run_batch runs such a trial once).
-            infos = [smac.ask() for _ in range(min(batch_size, trials - len(rows)))]
-            records = _run_batch(store, setup, infos, cache, executor, bar)
-            batch_rows = []
-            for info, (record, cached) in zip(infos, records):
-                smac.tell(info, TrialValue(cost=record["objective"]), save=False)
-                batch_rows.append(_trial_row(meta_seed, len(rows) + len(batch_rows), record, cached))
-            rows += batch_rows
-            with log_path.open("a") as fh:
-                fh.writelines(json.dumps({k: v for k, v in row.items() if k != "summary"}) + "\n"
-                              for row in batch_rows)
-    bar.close()
-    shutil.rmtree(smac_dir, ignore_errors=True)
-    return rows
+        yield
 
 
-def _run_batch(store: StudyStore, setup: MetaSetup, infos: list, cache: dict, executor: Executor,
-               bar: tqdm) -> list[tuple[dict[str, Any], bool]]:
-    """Run one batch of SMAC trials; returns (record, taken from the store or an earlier trial of the
-    batch) per trial, in ask order.
+def _run_side_by_side(searches: list[_MetaSeedSearch], executor: Executor) -> None:
+    """Runs the meta-seeds' searches together on the executor until each has all its trials.
 
-    Each distinct trial not in ``cache`` runs once on the executor; its record is stored as soon as
-    it finishes (in completion order, so a kill loses nothing finished) and, if ok, added to ``cache``.
+    Each search waits for its own batch only: while one waits for its slowest trial, the other
+    searches' trials keep the workers busy. Every search is told its results in its own ask
+    order, so its trials do not depend on the others, on the workers or on timing.
     """
-    gammas = [complete_gamma(setup, dict(info.config)) for info in infos]
-    keys = [(gamma_hash(g), str(info.instance), int(info.seed or 0)) for g, info in zip(gammas, infos)]
-    todo = {key: gamma for key, gamma in zip(keys, gammas) if key not in cache}  # distinct, in ask order
-    bar.update(len(infos) - len(todo))
-    fresh: dict[Key, dict[str, Any]] = {}
-    order = list(todo)
-    tasks = [(run_trial, (setup, gamma, key[1], key[2])) for key, gamma in todo.items()]
-    for index, record in executor.map_unordered(tasks):
-        fresh[order[index]] = _store_record(store, record)
-        bar.update(1)
-    results, seen = [], set()
-    for key in keys:
-        if key in fresh:  # a repeat of a key in the batch counts as taken from an earlier trial
-            results.append((fresh[key], key in seen))
-            seen.add(key)
-        else:
-            results.append((cache[key], True))
-    cache.update({key: record for key, record in fresh.items() if record["status"] == "ok"})
-    return results
+    owner: dict[int, tuple[_MetaSeedSearch, Key]] = {}
+
+    def advance(search: _MetaSeedSearch) -> None:
+        while not search.finished:
+            todo = search.ask_batch()
+            if todo:
+                for key, gamma in todo:
+                    owner[executor.submit(run_trial, (search.setup, gamma, key[1], key[2]))] = (search, key)
+                return
+            search.tell_batch()  # the whole batch came from the store
+        search.close()
+
+    for search in searches:
+        advance(search)
+    for task_id, record in executor.completed():
+        search, key = owner.pop(task_id)
+        search.deliver(key, record)
+        if search.batch_done:
+            search.tell_batch()
+            advance(search)
 
 
 def _trial_row(meta_seed: int, trial: int, record: dict[str, Any], cached: bool) -> dict[str, Any]:

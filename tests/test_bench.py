@@ -91,10 +91,11 @@ def test_a_parallel_speed_up_measured_under_load_is_not_reported():
                 "speedup_valid": busy is not None and busy <= 0.2}
 
     section = {"study": "s.yaml", "benchmark": "b", "budget": "30d", "restriction": None, "instances": ["1"],
-               "meta_seed": 1, "study_meta_seeds": 3, "study_trials": 600, "study_runs": 1800,
+               "meta_seeds": [1, 2, 3], "study_meta_seeds": 3, "study_trials": 600, "study_runs": 1800,
                "rows": [row(1, 0.05, 1.0), row(2, 1.5, 1.2)]}
     text = "\n".join(_meta(section))
     assert "not reported (1.20× under load)" in text and "other work kept 1.50 cores busy" in text
+    assert "its meta-seeds 1, 2, 3, side by side, run 24 SMAC trials" in text
     section["rows"] = [row(1, 0.05, 1.0), row(2, 0.1, 1.9)]
     text = "\n".join(_meta(section))
     assert "1.90×" in text and "not reported" not in text

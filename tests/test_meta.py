@@ -201,33 +201,61 @@ def test_failed_trials_write_no_gamma_star_and_are_retried(tmp_path, monkeypatch
     assert (log(tmp_path / "broken", 1)["status"] == "ok").all()
 
 
-def test_a_batch_runs_each_distinct_uncached_trial_once(tmp_path, monkeypatch):
+def test_a_batch_runs_each_distinct_uncached_trial_once(tmp_path):
     """Two SMAC configurations that complete to the same gamma in one batch run once; stored runs
     are not rerun; results come back in ask order; a failed run does not enter the cache."""
     from types import SimpleNamespace
 
-    from metaopt.executor import Executor
-
-    calls = []
-
-    def fake_run(setup, gamma, instance, seed):
-        calls.append((gamma["x"], instance))
+    def fake_run(gamma, instance, seed):
         status = "failed" if gamma["x"] == 3 else "ok"
         return {"gamma": gamma, "hash": gamma_hash(gamma), "instance": instance, "seed": seed,
                 "status": status, "objective": float(gamma["x"])}
 
-    monkeypatch.setattr(metaopt.meta, "run_trial", fake_run)
-    monkeypatch.setattr(metaopt.meta, "complete_gamma", lambda setup, config: {"x": config["x"]})
     stored = {"x": 2}
     cache = {(gamma_hash(stored), "i", 0): {"gamma": stored, "hash": gamma_hash(stored), "instance": "i",
                                             "seed": 0, "status": "ok", "objective": 2.0}}
     infos = [SimpleNamespace(config={"x": x}, instance="i", seed=0) for x in (1, 2, 1, 3)]
-    bar = SimpleNamespace(update=lambda n: None)
-    out = metaopt.meta._run_batch(StudyStore(tmp_path), None, infos, cache, Executor(), bar)
-    assert sorted(calls) == [(1, "i"), (3, "i")]
-    assert [(r["objective"], cached) for r, cached in out] == [(1.0, False), (2.0, True), (1.0, True), (3.0, False)]
-    assert sorted(r["gamma"]["x"] for r in cache.values()) == [1, 2]
+    batch = metaopt.meta._Batch(infos, [dict(info.config) for info in infos], cache)
+    assert [gamma["x"] for gamma in batch.todo.values()] == [1, 3]
+    store = StudyStore(tmp_path)
+    for key, gamma in batch.todo.items():
+        assert not batch.done
+        batch.deliver(key, metaopt.meta._store_record(store, fake_run(gamma, key[1], key[2])))
+    assert batch.done
+    assert [(r["objective"], cached) for r, cached in batch.results()] == [(1.0, False), (2.0, True), (1.0, True),
+                                                                           (3.0, False)]
+    assert [r["gamma"]["x"] for r in batch.fresh_ok().values()] == [1]
     assert len(list(tmp_path.glob("meta/runs/*/i/seed-0.json"))) == 2  # both fresh runs are stored
+
+
+def test_meta_seeds_run_side_by_side_on_the_executor(tmp_path):
+    """While one meta-seed waits for its batch, the other meta-seeds' trials are on the executor: the
+    first batches of all meta-seeds are submitted before any result comes back."""
+    from metaopt.executor import Executor
+
+    class Recording(Executor):
+        def __init__(self):
+            super().__init__()
+            self.events = []
+
+        def submit(self, fn, args):
+            self.events.append(("submit", args[3]))
+            return super().submit(fn, args)
+
+        def completed(self):
+            for task_id, result in super().completed():
+                self.events.append(("done", result["seed"]))
+                yield task_id, result
+
+    executor = Recording()
+    path = write(tmp_path, "side", trials=6, seeds="[1, 2, 3]")
+    study = load_study(path)
+    from metaopt.study import StudyContext, run_optimize
+
+    run_optimize(StudyContext(study, None), executor, quiet=True)
+    first_done = executor.events.index(next(e for e in executor.events if e[0] == "done"))
+    assert len({seed for kind, seed in executor.events[:first_done] if kind == "submit"}) == 3
+    assert len([e for e in executor.events if e[0] == "done"]) == 18
 
 
 @pytest.mark.parametrize("value", [0, 2.5, "four", True])
