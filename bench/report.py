@@ -60,19 +60,20 @@ OVERHEAD_NOTES: dict[str, str] = {
         "and Cholesky solves) times the number of refits. Closing the rest changes results, so it is a "
         "design-space parameter: `gp_refit_growth` g re-optimizes the kernel only when the archive grew by "
         "the fraction g (in between the warm kernel is kept and only refactorized). Measured on lcbench at "
-        "30d (10 test instances × 2 seeds): g = 0.1 runs 4.5× faster (17.3 → 3.9 s per run) at a regret "
-        "difference of +0.025 ± 0.023 (not significant); bo_gp_ei keeps g = 0 until a 26 × 3 comparison "
-        "settles it. Of what remains at g = 0.1, a third is drawing the 500 candidates per step."),
+        "30d, 26 test instances × 3 seeds (`studies/gp_refit_lcbench.yaml`, docs/results/gp_refit_lcbench): "
+        "g = 0.1 and g = 0.25 run about 3.5× faster (22.3 → 6.1–6.5 s a run, other work on the machine) but "
+        "end worse, +0.015 ± 0.006 (Wilcoxon p = 0.007) and +0.019 ± 0.009 (p = 0.08) at 30d, +0.030 and "
+        "+0.025 at 10d; so bo_gp_ei keeps g = 0 and the schedule is left to the meta-search. Of what remains "
+        "at g > 0, a third is drawing the 500 candidates per step."),
     "smashy_lcbench_hb": (
-        "cProfile on rbv2_xgboost: about 80% is the kknn7 surrogate's neighbour query. The progressive "
-        "filter scores a pool of n'·max(N_s⁰, N_s¹) candidates per batch (N_s⁰ grows to 312 with this γ), "
-        "each against the whole archive, and with more than 15 features (rbv2_xgboost's one-hot columns) "
-        "scikit-learn answers by brute force; on lcbench (8 features) it uses a KD-tree and the same preset "
-        "costs far less per batch (table above). A tree index does not help there: for 5,000 queries "
-        "against 600 points with 29 features, scikit-learn's brute force (50 ms), its ball tree (50 ms), its "
-        "KD-tree (77 ms) and scipy's cKDTree (62 ms) cost alike, as they do in that many dimensions. What "
-        "would close it is fewer distance computations, which changes results: smaller pools (a design "
-        "choice the meta-search already has, N_s), or approximate neighbours."),
+        "cProfile on rbv2_xgboost (before 2026-11-24): about 80% was the kknn7 surrogate's neighbour query, "
+        "scikit-learn's brute force above 15 features, 25–100 ms a call even for a handful of points (the "
+        "start-up of its parallel reduction, worse on a busy machine). Now the neighbour surrogates compute "
+        "exact squared distances themselves (scipy's cdist on the numeric columns, the one-hot columns "
+        "counted with a 0/1 matrix product) and take k argmin passes: identical traces on lcbench and "
+        "rbv2_xgboost, 4–200× faster per query. What is left is the progressive filter's pool of "
+        "n'·max(N_s⁰, N_s¹) candidates scored against the whole archive each batch, and the codec's "
+        "per-hyperparameter repair and decoding (nb301: 34 categoricals)."),
     "rs": (
         "one evaluation per batch: its ratio is mostly the price of one benchmark call per evaluation "
         "(a YAHPO ONNX session run costs about a millisecond) against one batched call; every sequential "
