@@ -205,15 +205,19 @@ def command_line(sections: list[str], quick: bool, out: Path, md: Path, seeds: i
 
 def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None = None,
               instances: int | None = None, benchmarks: str | None = None,
-              yahpo_data: str | None = None) -> dict[str, Any]:
+              yahpo_data: str | None = None, keep_other_sections: bool = False) -> dict[str, Any]:
     """Run the comma-separated ``sections``; write the JSON result to ``out`` and the Markdown to ``md``.
 
     ``seeds``, ``instances`` and ``benchmarks`` (comma-separated names) override the configuration
-    (:data:`bench.config.QUICK` with ``quick``, else :data:`bench.config.FULL`).
+    (:data:`bench.config.QUICK` with ``quick``, else :data:`bench.config.FULL`). Each section records
+    when, on which commit and by which command it was measured (``measured``);
+    ``keep_other_sections`` carries the sections of the existing ``out`` that this call does not run
+    over into the new result (a section that takes an hour need not be rerun with the others).
     """
     from metaopt.bench.report import markdown
 
     chosen = parse_sections(sections)
+    previous = read_json_file(out, "--keep-other-sections") if keep_other_sections and out.exists() else None
     if seeds is not None and seeds < 1:
         raise UsageError(f"--seeds must be at least 1, got {seeds}")
     if instances is not None and instances < 1:
@@ -244,13 +248,26 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
         else:
             data = api_section(session)
         data["wall_time_s"] = time.perf_counter() - section_started
+        data["measured"] = _measured(results)
         results["sections"][section] = data
         print(f"bench: {section} done in {data['wall_time_s']:.0f} s", flush=True)
     results["wall_time_s"] = time.perf_counter() - started
+    if previous is not None:
+        kept = {name: {**data, "measured": data.get("measured") or _measured(previous)}
+                for name, data in previous.get("sections", {}).items() if name not in results["sections"]}
+        merged = {**kept, **results["sections"]}
+        results["sections"] = {name: merged[name] for name in SECTIONS if name in merged}
     atomic_write_text(out, json.dumps(results, indent=1, default=_json_default) + "\n")
     atomic_write_text(md, markdown(results))
     print(f"bench: wrote {out} and {md} ({results['wall_time_s']:.0f} s)")
     return results
+
+
+def _measured(results: dict[str, Any]) -> dict[str, Any]:
+    """When, on which commit and machine load, and by which command a result's sections were measured."""
+    m = results["machine"]
+    return {"date": m["date"], "git_commit": m.get("git_commit"), "load_average": m.get("load_average"),
+            "command": results["command"]}
 
 
 def report_only(out: Path, md: Path) -> None:

@@ -139,7 +139,23 @@ def _header(results: dict[str, Any]) -> list[str]:
         "    metaopt bench --report-only --out bench/results.json --md docs/benchmarks.md", "",
         "Every ratio compares two measurements taken in the same process, one right after the other, "
         "so it holds on a noisy machine even when the absolute seconds do not.", "",
+        *_measured_lines(results),
     ]
+
+
+def _measured_lines(results: dict[str, Any]) -> list[str]:
+    """When the sections were measured at different times (``--keep-other-sections``): each one's date,
+    commit and command; nothing when they all come from the run in the header."""
+    stamps = {name: data.get("measured") for name, data in results["sections"].items()}
+    if all(stamp is None or stamp["date"] == results["machine"]["date"] for stamp in stamps.values()):
+        return []
+    lines = ["Sections measured at different times:", ""]
+    for name, stamp in stamps.items():
+        stamp = stamp or {"date": results["machine"]["date"], "git_commit": results["machine"].get("git_commit"),
+                          "command": results["command"]}
+        lines.append(f"- {name}: {stamp['date']}, commit {stamp.get('git_commit') or 'unknown'} "
+                     f"(`{stamp['command']}`)")
+    return lines + [""]
 
 
 def _overhead(section: dict[str, Any]) -> list[str]:

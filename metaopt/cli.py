@@ -360,6 +360,9 @@ def _add_bench_parser(sub: Any) -> None:
     p.add_argument("--benchmarks", default=None, metavar="NAMES",
                    help="comma-separated benchmarks (default yahpo:lcbench,yahpo:rbv2_xgboost)")
     p.add_argument("--report-only", action="store_true", help="only rewrite --md from the existing --out JSON")
+    p.add_argument("--keep-other-sections", action="store_true",
+                   help="keep the sections of the existing --out JSON that this call does not run (the report "
+                        "says when and on which commit each section was measured)")
     _add_data_option(p)
     p.set_defaults(func=cmd_bench)
 
@@ -374,7 +377,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
         report_only(Path(args.out), Path(args.md))
         return
     run_bench(args.sections, args.quick, Path(args.out), Path(args.md), seeds=args.seeds, instances=args.instances,
-              benchmarks=args.benchmarks, yahpo_data=args.yahpo_data)
+              benchmarks=args.benchmarks, yahpo_data=args.yahpo_data, keep_other_sections=args.keep_other_sections)
 
 
 def _add_report_parser(sub: Any) -> None:

@@ -36,6 +36,23 @@ def test_bench_quick_overhead_writes_json_and_markdown(tmp_path, capsys):
     assert main(["bench", "--report-only", "--out", str(out), "--md", str(md)]) == 0
     assert md.read_text() == text
 
+    # Another section added to an older result (as written before sections were stamped): the old
+    # section is kept with its own date and command.
+    results["machine"]["date"] = "2026-01-01T00:00:00+00:00"
+    del results["sections"]["overhead"]["measured"]
+    out.write_text(json.dumps(results))
+    assert main(["bench", "--quick", "--sections", "api", "--benchmarks", "synthetic:mlp", "--keep-other-sections",
+                 "--out", str(out), "--md", str(md)]) == 0
+    merged = json.loads(out.read_text())
+    assert list(merged["sections"]) == ["overhead", "api"]
+    assert merged["sections"]["overhead"]["rows"] == rows
+    assert merged["sections"]["overhead"]["measured"]["date"] == "2026-01-01T00:00:00+00:00"
+    assert merged["sections"]["api"]["measured"]["date"] == merged["machine"]["date"] != "2026-01-01T00:00:00+00:00"
+    text = md.read_text()
+    assert "Sections measured at different times:" in text
+    assert f"- overhead: 2026-01-01T00:00:00+00:00, commit {results['machine'].get('git_commit') or 'unknown'} " \
+           f"(`{results['command']}`)" in text
+
 
 def test_bench_bad_flags_are_one_line_errors(tmp_path, capsys):
     for argv, fragment in [(["--sections", "overhead,speed"], "unknown section(s) speed"),
