@@ -6,9 +6,11 @@ evaluations (``<output>/eval/results.csv``), computes every comparison and write
 page plus one figure per claim. A claim whose study has not been run (its store is missing) gets
 the command that runs it instead of numbers.
 
-A test compares optimizers on one metric (a column of ``results.csv``, e.g. ``regret@30d``; lower
-is better), paired over the instances (seed means per instance), by the mean difference ± its
-standard error, the instances each side wins, and a two-sided Wilcoxon signed-rank test
+A test compares optimizers on one metric, paired over the instances (seed means per instance): a
+regret column of ``eval/results.csv`` (``regret@30d``, ``regret@10dc``; lower is better) or paper
+002's ``ryc`` / ``rtc`` of ``eval/termination.csv`` (higher is better). Each pair is reported as
+the claimed optimizer's advantage (> 0: it is better) ± its standard error over instances, the
+instances it wins, and a two-sided Wilcoxon signed-rank test
 (:func:`metaopt.analysis.stats.paired_differences`):
 
 * ``better``: each of ``optimizers`` ends lower than each of ``than``. Reproduced when every pair is
@@ -49,7 +51,7 @@ class ClaimTest(BaseModel):
     kind: Literal["better", "alike"]
     optimizers: list[str] = Field(min_length=1)
     than: list[str] = Field(min_length=1)
-    metric: str = Field(pattern=r"^regret@[0-9.]+dc?$")
+    metric: str = Field(pattern=r"^(regret@[0-9.]+dc?|ryc|rtc)$")
     alpha: float = Field(default=0.05, gt=0, lt=1)
 
 
@@ -105,11 +107,15 @@ def load_claims(path: Path) -> list[Claim]:
     return claims
 
 
-def _evaluation(study_file: Path) -> pd.DataFrame | None:
-    """The study's ``eval/results.csv`` (None when the study has not been evaluated)."""
+HIGHER_IS_BETTER = {"ryc", "rtc"}
+"""Metrics of ``eval/termination.csv`` (paper 002); the regret columns of ``eval/results.csv`` are lower-better."""
+
+
+def _evaluation(study_file: Path, metric: str) -> pd.DataFrame | None:
+    """The study's table holding ``metric``, one row per run (None when the study has not been evaluated)."""
     study = load_study(study_file)
-    results = study.output / "eval" / "results.csv"
-    return pd.read_csv(results, dtype={"instance": str}) if results.exists() else None
+    table = study.output / "eval" / ("termination.csv" if metric in HIGHER_IS_BETTER else "results.csv")
+    return pd.read_csv(table, dtype={"instance": str}) if table.exists() else None
 
 
 def measure(claim: Claim, studies_dir: Path) -> Outcome:
@@ -118,7 +124,7 @@ def measure(claim: Claim, studies_dir: Path) -> Outcome:
     wanted = list(dict.fromkeys(test.optimizers + test.than))
     frames, missing = [], []
     for name in claim.studies:
-        results = _evaluation(studies_dir / f"{name}.yaml")
+        results = _evaluation(studies_dir / f"{name}.yaml", test.metric)
         if results is None:
             missing.append(name)
             continue
@@ -137,9 +143,10 @@ def measure(claim: Claim, studies_dir: Path) -> Outcome:
     cells = runs.pivot_table(index=["instance", "seed"], columns="optimizer", values=test.metric).dropna()
     tidy = cells.stack().rename(test.metric).reset_index()
     scores = scores_by_instance(tidy, test.metric)
+    oriented = -scores if test.metric in HIGHER_IS_BETTER else scores  # lower is better from here on
     rows = []
     for ours in test.optimizers:
-        table = paired_differences(scores[[ours, *test.than]], ours).set_index("optimizer").loc[test.than]
+        table = paired_differences(oriented[[ours, *test.than]], ours).set_index("optimizer").loc[test.than]
         rows.append(table.reset_index().assign(reference=ours))
     pairs = pd.concat(rows, ignore_index=True)  # in the claim's order: each of optimizers, each of than
     verdict, reason = _verdict(test, pairs)
@@ -164,8 +171,9 @@ def _verdict(test: ClaimTest, pairs: pd.DataFrame) -> tuple[str, str]:
 def _figure(outcome: Outcome, path: Path) -> None:
     """Per-instance differences (other − claimed) of each pair, with their mean ± 1 s.e."""
     test, scores, pairs = outcome.claim.test, outcome.scores, outcome.pairs
-    data = pd.concat([pd.DataFrame({"pair": f"{row.optimizer} − {row.reference}",
-                                    "difference": scores[row.optimizer] - scores[row.reference]})
+    sign = -1.0 if test.metric in HIGHER_IS_BETTER else 1.0
+    data = pd.concat([pd.DataFrame({"pair": f"{row.reference} vs {row.optimizer}",
+                                    "difference": sign * (scores[row.optimizer] - scores[row.reference])})
                       for row in pairs.itertuples()], ignore_index=True)
     sns.set_theme(style="whitegrid", context="notebook")
     fig, ax = plt.subplots(figsize=(6.4, 0.55 * data["pair"].nunique() + 1.4))
@@ -173,8 +181,8 @@ def _figure(outcome: Outcome, path: Path) -> None:
     for i, row in enumerate(pairs.itertuples()):  # the strip plot's rows, in the same order
         ax.errorbar(row.delta, i, xerr=row.se, fmt="o", color="crimson", capsize=4, zorder=3)
     ax.axvline(0.0, color="black", linewidth=1)
-    ax.set_xlabel(f"{test.metric} per instance (seed mean): first named − second named; "
-                  "red: mean ± 1 s.e.")
+    ax.set_xlabel(f"advantage of the first named in {test.metric} per instance (seed means; > 0: it is "
+                  "better); red: mean ± 1 s.e.", fontsize=9)
     ax.set_ylabel("")
     ax.set_title(f"{outcome.claim.id}: {outcome.verdict} ({outcome.instances} instances × {outcome.seeds} seeds)",
                  fontsize=10)
@@ -183,9 +191,9 @@ def _figure(outcome: Outcome, path: Path) -> None:
 
 
 def _pair_table(outcome: Outcome) -> list[str]:
-    lines = ["| pair | mean difference ± s.e. | claimed side wins | Wilcoxon p |", "|---|---|---|---|"]
+    lines = ["| claimed | other | advantage ± s.e. | claimed wins | Wilcoxon p |", "|---|---|---|---|---|"]
     for row in outcome.pairs.itertuples():
-        lines.append(f"| {row.optimizer} − {row.reference} | {row.delta:+.3f} ± {row.se:.3f} | "
+        lines.append(f"| {row.reference} | {row.optimizer} | {row.delta:+.3f} ± {row.se:.3f} | "
                      f"{row.reference_better}/{row.n} | {row.p_wilcoxon:.2g} |")
     return lines
 
@@ -193,7 +201,8 @@ def _pair_table(outcome: Outcome) -> list[str]:
 def _means(outcome: Outcome) -> str:
     means = outcome.scores.mean()
     se = outcome.scores.std(ddof=1) / math.sqrt(len(outcome.scores))
-    return ", ".join(f"{name} {means[name]:.3f} ± {se[name]:.3f}" for name in means.sort_values().index)
+    order = means.sort_values(ascending=outcome.claim.test.metric not in HIGHER_IS_BETTER).index
+    return ", ".join(f"{name} {means[name]:.3f} ± {se[name]:.3f}" for name in order)
 
 
 def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures_dir: Path) -> list[Outcome]:
@@ -205,9 +214,11 @@ def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures
              "",
              f"Generated by `metaopt reproductions` from `{claims_path.as_posix()}` and the studies' stores "
              "(run the studies named below first; a claim whose study has not been run says so). Each test "
-             "pairs optimizers over held-out instances (seed means per instance): mean difference ± standard "
-             "error over instances, the instances the claimed side wins, and a two-sided Wilcoxon signed-rank "
-             "test. Normalized regret: 0 = best known loss, 1 = median random configuration.",
+             "pairs optimizers over held-out instances (seed means per instance): the claimed optimizer's "
+             "advantage (> 0: lower regret, or higher RYC / RTC, than the other) ± standard error over "
+             "instances, the instances it wins, and a two-sided Wilcoxon signed-rank test. Normalized "
+             "regret: 0 = best known loss, 1 = median random configuration; RYC, RTC: paper 002's relative "
+             "change of the final loss and of the time when a stopping rule ends the run early.",
              "",
              "| claim | paper | verdict | instances × seeds | study |",
              "|---|---|---|---|---|"]

@@ -73,9 +73,33 @@ def test_verdicts_numbers_and_a_study_not_run(tmp_path):
     page = out.read_text()
     assert "| [rs-loses](#rs-loses) | 004 RQ2 | **reproduced** | 12 × 2 | base |" in page
     assert "Run `metaopt study run studies/other.yaml` and regenerate this page." in page
-    assert "| rs − hb | +0.300 ± 0.000 | 12/12 |" in page
+    assert "| hb | rs | +0.300 ± 0.000 | 12/12 |" in page
     assert (tmp_path / "docs" / "figures" / "rs-loses.png").stat().st_size > 0
     assert not (tmp_path / "docs" / "figures" / "needs-another-study.png").exists()
+
+
+def test_termination_claims_read_ryc_where_higher_is_better(tmp_path):
+    studies = tmp_path / "studies"
+    studies.mkdir()
+    _study(studies, "stop", tmp_path / "results" / "stop")
+    (tmp_path / "results" / "stop" / "eval").mkdir(parents=True)
+    rows = [{"optimizer": name, "instance": f"i{i}", "seed": 1, "ryc": ryc - 0.01 * i, "rtc": 0.5}
+            for i in range(10) for name, ryc in (("autostop", -0.01), ("conv", -0.2))]
+    pd.DataFrame(rows).to_csv(tmp_path / "results" / "stop" / "eval" / "termination.csv", index=False)
+    claims = tmp_path / "claims.yaml"
+    claims.write_text("""claims:
+  - id: keeps-quality
+    paper: "002"
+    where: Table 3
+    claim: autostop loses less than conv.
+    studies: [stop]
+    test: {kind: better, optimizers: [autostop], than: [conv], metric: ryc}
+""")
+    (outcome,) = write_reproductions(claims, studies, tmp_path / "r.md", tmp_path / "figures")
+    assert outcome.verdict == "reproduced"
+    assert outcome.pairs["delta"].tolist() == pytest.approx([0.19])  # the advantage of autostop, > 0
+    assert "ryc (mean ± s.e. over instances): autostop -0.055 ± 0.010, conv -0.245 ± 0.010" in \
+        (tmp_path / "r.md").read_text()
 
 
 @pytest.mark.parametrize("text, fragment", [
