@@ -32,6 +32,11 @@ class BenchConfig:
     meta_trials: int = 16
     """SMAC trials per meta-seed in the meta section (all of the study's meta-seeds run, side by side)."""
     meta_workers: tuple[int, ...] = (1, 2)
+    eval_optimizers: tuple[str, ...] = ("bohb", "cfo_tuned", "smashy_lcbench_hb", "smac_like")
+    """The meta section's evaluate-stage measurement: these presets × ``eval_instances`` test instances of
+    the meta study × ``eval_seeds`` seeds, once per worker count."""
+    eval_instances: int = 4
+    eval_seeds: int = 2
     scaling_optimizers: tuple[str, ...] = ("hb", "smashy_lcbench_hb", "bo_gp_ei")
     scaling_budgets: tuple[str, ...] = ("10d", "30d", "100d", "300d")
     scaling_seeds: int = 1
@@ -53,6 +58,7 @@ class BenchConfig:
 
 
 FULL = BenchConfig("full")
-QUICK = BenchConfig("quick", seeds=1, peer_instances=1, peer_seeds=1, budget="10d", meta_trials=4,
+QUICK = BenchConfig("quick", seeds=1, peer_instances=1, peer_seeds=1, budget="10d", meta_trials=4, eval_instances=1,
+                    eval_seeds=1,
                     scaling_budgets=("5d", "10d", "20d"),
                     scaling_max_run_s=20.0)

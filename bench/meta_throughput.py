@@ -6,6 +6,10 @@ meta-seed runs ``meta_trials`` SMAC trials into a temporary folder (nothing is c
 measurements), once per worker count. The projected wall time of the whole study is its
 meta-seeds × trials divided by the measured throughput. Worker processes load the benchmark and
 make one small run before the clock starts (``cluster start`` in the report includes that).
+
+The evaluate stage is measured the same way: a fixed list of runs (``eval_optimizers`` × the first
+``eval_instances`` test instances × ``eval_seeds`` seeds of the study), nothing stored, once per
+worker count (:func:`evaluate_rows`).
 """
 
 from __future__ import annotations
@@ -81,13 +85,45 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
             "outside_inner_share": 1.0 - float(inner.sum()) / (workers * wall_s),
             "projected_study_h": study_runs / runs_per_s / 3600,
         })
+    _speedups(rows)
+    return {"study": config.meta_study, "benchmark": ctx.bench.name, "budget": study.spec.budget,
+            "restriction": meta.restriction, "instances": ctx.meta_instances, "meta_seeds": list(meta.seeds),
+            "study_meta_seeds": len(meta.seeds), "study_trials": meta.trials, "study_runs": study_runs,
+            "rows": rows, "evaluate_rows": evaluate_rows(config, ctx, yahpo_data)}
+
+
+def _speedups(rows: list[dict[str, Any]]) -> None:
+    """Adds each row's throughput relative to the first (one worker), and whether it may be reported."""
     base = rows[0]["runs_per_s"]
     for row in rows:
         row["speedup"] = row["runs_per_s"] / base
         # a speed-up measured while other work held cores says how many were free, not what the executor does
         row["speedup_valid"] = all(r["busy_cores_before"] is not None and r["busy_cores_before"] <= IDLE_BUSY_CORES
                                    for r in (rows[0], row))
-    return {"study": config.meta_study, "benchmark": ctx.bench.name, "budget": study.spec.budget,
-            "restriction": meta.restriction, "instances": ctx.meta_instances, "meta_seeds": list(meta.seeds),
-            "study_meta_seeds": len(meta.seeds), "study_trials": meta.trials, "study_runs": study_runs,
-            "rows": rows}
+
+
+def evaluate_rows(config: BenchConfig, ctx: Any, yahpo_data: str | None) -> list[dict[str, Any]]:
+    """Throughput of the evaluate stage's runs per worker count: the same run list each time,
+    executed as the stage executes it (results are not stored)."""
+    from metaopt.executor import make_executor
+    from metaopt.spaces.presets import get_preset
+    from metaopt.tasks import RunSpec, execute
+
+    instances = ctx.bench.instances_of("test")[: config.eval_instances]
+    references = ctx.references(instances, quiet=True)
+    specs = [RunSpec(name, ctx.bench.name, i, seed, ctx.budget, references[i],
+                     config=get_preset(name).config(ctx.bench.fidelity), yahpo_data=yahpo_data)
+             for name in config.eval_optimizers for i in instances for seed in range(1, config.eval_seeds + 1)]
+    rows = []
+    for workers in config.meta_workers:
+        busy_before = busy_cores()
+        with make_executor(workers) as executor:
+            if executor.dask_client is not None:
+                executor.dask_client.run(warm_up, ctx.bench.name, yahpo_data, instances[0])
+            started = time.perf_counter()
+            outcomes = [outcome for _, outcome in executor.map_unordered((execute, (spec,)) for spec in specs)]
+            wall_s = time.perf_counter() - started
+        rows.append({"workers": workers, "busy_cores_before": busy_before, "runs": len(specs),
+                     "failed": sum(not o.ok for o in outcomes), "wall_s": wall_s, "runs_per_s": len(specs) / wall_s})
+    _speedups(rows)
+    return rows

@@ -295,7 +295,22 @@ def _meta(section: dict[str, Any]) -> list[str]:
             "throughput. These are SMAC's first trials (mostly its initial design, random γ), so the projection "
             "assumes later trials cost the same; SMAC's own model grows with the run history. `worker time outside "
             "inner loops` is 1 − Σ inner-loop time / (workers × wall): SMAC, the scheduler, trace building, "
-            "storing results and idle workers.", "", _table(rows), "", *_meta_remarks(section), ""]
+            "storing results and idle workers.", "", _table(rows), "", *_meta_remarks(section), "",
+            *_evaluate_throughput(section)]
+
+
+def _evaluate_throughput(section: dict[str, Any]) -> list[str]:
+    """The evaluate stage's runs per second per worker count (results from before it was measured: nothing)."""
+    rows = section.get("evaluate_rows")
+    if not rows:
+        return []
+    table = [{"workers": r["workers"], "runs": f"{r['runs']} ({r['failed']} failed)" if r["failed"] else r["runs"],
+              "wall [s]": _seconds(r["wall_s"]), "runs / s": f"{r['runs_per_s']:.3f}",
+              "busy cores before": "?" if r["busy_cores_before"] is None else f"{r['busy_cores_before']:.2f}",
+              "speed-up": (f"{r['speedup']:.2f}×" if r["speedup_valid"]
+                           else f"not reported ({r['speedup']:.2f}× under load)")} for r in rows]
+    return ["The evaluate stage: the same list of runs (presets × test instances × seeds of the study, nothing "
+            "stored) per worker count.", "", _table(table), ""]
 
 
 def _meta_seeds_text(section: dict[str, Any]) -> str:

@@ -116,6 +116,11 @@ def test_a_parallel_speed_up_measured_under_load_is_not_reported():
     section["rows"] = [row(1, 0.05, 1.0), row(2, 0.1, 1.9)]
     text = "\n".join(_meta(section))
     assert "1.90×" in text and "not reported" not in text
+    evaluate = [{"workers": w, "busy_cores_before": b, "runs": 32, "failed": 0, "wall_s": 10.0 / s, "runs_per_s": 3.2 * s,
+                 "speedup": s, "speedup_valid": b <= 0.2} for w, b, s in ((1, 0.0, 1.0), (2, 0.1, 1.85))]
+    section["evaluate_rows"] = evaluate
+    text = "\n".join(_meta(section))
+    assert "The evaluate stage" in text and "| 2 | 32 | 5.41 | 5.920 | 0.10 | 1.85× |" in text
 
 
 def test_busy_cores_is_the_busy_share_of_the_machine_times_its_cores(monkeypatch):
