@@ -10,7 +10,7 @@ Sections (each only when its data exists): question, description, design and ans
 γ* (paper 004 Table 5 style) and the meta-archive's top configurations (Fig. 1); the held-out
 evaluation (table, anytime curves, box plots); Friedman + Nemenyi critical-difference diagrams
 at an intermediate and the full budget; cost versus accuracy for cost-aware studies; RYC/RTC when
-``eval/termination.csv`` (optimizer, instance, seed, ryc, rtc) exists; ablation paths
+``eval/termination.csv`` (per stopped optimizer: RYC, RTC ± s.e.) exists; ablation paths
 (``ablation/<name>/``); parameter importance (``importance/``). The folder is replaced atomically.
 """
 

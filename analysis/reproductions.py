@@ -8,7 +8,7 @@ the command that runs it instead of numbers.
 
 A test compares optimizers on one metric, paired over the instances (seed means per instance): a
 regret column of ``eval/results.csv`` (``regret@30d``, ``regret@10dc``; lower is better) or paper
-002's ``ryc`` / ``rtc`` of ``eval/termination.csv`` (higher is better). Each pair is reported as
+002's ``ryc`` / ``rtc`` of ``eval/termination_runs.csv`` (higher is better). Each pair is reported as
 the claimed optimizer's advantage (> 0: it is better) ± its standard error over instances, the
 instances it wins, and a two-sided Wilcoxon signed-rank test
 (:func:`metaopt.analysis.stats.paired_differences`):
@@ -108,13 +108,13 @@ def load_claims(path: Path) -> list[Claim]:
 
 
 HIGHER_IS_BETTER = {"ryc", "rtc"}
-"""Metrics of ``eval/termination.csv`` (paper 002); the regret columns of ``eval/results.csv`` are lower-better."""
+"""Metrics of ``eval/termination_runs.csv`` (paper 002); the regret columns of ``eval/results.csv`` are lower-better."""
 
 
 def _evaluation(study_file: Path, metric: str) -> pd.DataFrame | None:
     """The study's table holding ``metric``, one row per run (None when the study has not been evaluated)."""
     study = load_study(study_file)
-    table = study.output / "eval" / ("termination.csv" if metric in HIGHER_IS_BETTER else "results.csv")
+    table = study.output / "eval" / ("termination_runs.csv" if metric in HIGHER_IS_BETTER else "results.csv")
     return pd.read_csv(table, dtype={"instance": str}) if table.exists() else None
 
 

@@ -251,7 +251,8 @@ def termination_twins(entries: list[OptimizerEntry]) -> dict[str, OptimizerEntry
 
 def write_termination_table(folder: Path, results: list[tuple[dict, Any]], twin_of: dict[str, str],
                             caption: str) -> pd.DataFrame:
-    """termination.csv/.md: per stopped optimizer, mean ± s.e. over instances of RYC, RTC and more."""
+    """termination.csv/.md: per stopped optimizer, mean ± s.e. over instances of RYC, RTC and more;
+    termination_runs.csv: the same per run (optimizer, instance, seed), for paired comparisons."""
     from metaopt.analysis.anytime import mean_se_over_instances
 
     by_key = {(k["optimizer"], k["instance"], k["seed"]): res for k, res in results}
@@ -269,6 +270,7 @@ def write_termination_table(folder: Path, results: list[tuple[dict, Any]], twin_
     per_run = pd.DataFrame(rows)
     if per_run.empty:
         return per_run
+    atomic_write_text(folder / "termination_runs.csv", per_run.to_csv(index=False))
     table = None
     for column in ("ryc", "rtc", "rtc_budget", "stopped", "regret_stopped", "regret_full"):
         agg = mean_se_over_instances(per_run, ["optimizer"], column)

@@ -85,7 +85,7 @@ def test_termination_claims_read_ryc_where_higher_is_better(tmp_path):
     (tmp_path / "results" / "stop" / "eval").mkdir(parents=True)
     rows = [{"optimizer": name, "instance": f"i{i}", "seed": 1, "ryc": ryc - 0.01 * i, "rtc": 0.5}
             for i in range(10) for name, ryc in (("autostop", -0.01), ("conv", -0.2))]
-    pd.DataFrame(rows).to_csv(tmp_path / "results" / "stop" / "eval" / "termination.csv", index=False)
+    pd.DataFrame(rows).to_csv(tmp_path / "results" / "stop" / "eval" / "termination_runs.csv", index=False)
     claims = tmp_path / "claims.yaml"
     claims.write_text("""claims:
   - id: keeps-quality

@@ -262,6 +262,9 @@ def test_a_study_runs_every_stage_from_arms_to_report(tmp_path):
     assert optimizers == {"gamma_star:gamma1", "gamma_star:hb_only", "rs", "rs_conv"}  # rs is rs_conv's twin
     termination = pd.read_csv(out / "eval" / "termination.csv")
     assert list(termination["optimizer"]) == ["rs_conv"] and termination["rtc"].between(0, 1).all()
+    per_run = pd.read_csv(out / "eval" / "termination_runs.csv")
+    assert set(per_run["optimizer"]) == {"rs_conv"} and len(per_run) == len(pd.read_csv(out / "eval" / "results.csv")) // 4
+    assert per_run["rtc"].mean() == pytest.approx(termination["rtc"].iloc[0])  # one seed per instance
     assert set(pd.read_csv(out / "eval" / "cost.csv")["optimizer"]) == optimizers
     assert (out / "ablation" / "hb-to-gamma_star-hb_only-surrogate" / "path.csv").exists()
     path_table = pd.read_csv(out / "ablation" / "rs-to-gamma_star-gamma1-evaluated" / "path.csv")
