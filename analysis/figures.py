@@ -235,6 +235,40 @@ def cost_accuracy(points: pd.DataFrame, palette: dict, caption: str) -> Figure:
     return _render(fig, "cost_accuracy", "Cost versus accuracy", caption)
 
 
+STOPPING_THRESHOLDS = {"regret_bound": "stop_regret_epsilon", "conv": "stop_conv_patience",
+                       "ei_threshold": "stop_ei_threshold", "pi_threshold": "stop_pi_threshold"}
+"""Stopping rule -> the parameter that sets how early it stops (paper 002's thresholds)."""
+
+
+def termination_frontier(table: pd.DataFrame, rules: dict[str, tuple[str, float | None]], caption: str) -> Figure:
+    """RYC against RTC per optimizer (± 1 s.e. both ways), one colour and line per stopping rule
+    through its thresholds (paper 002, Fig. 3-5): up and to the right is better.
+
+    ``table``: columns optimizer, ryc, ryc_se, rtc, rtc_se; ``rules``: optimizer -> (stopping rule,
+    its threshold or None).
+    """
+    _theme()
+    fig, ax = plt.subplots(figsize=(8.5, 5.0))
+    colours = dict(zip(sorted({rule for rule, _ in rules.values()}), sns.color_palette("tab10", 10)))
+    for rule, colour in colours.items():
+        points = table[table["optimizer"].map(lambda name: rules.get(name, ("", None))[0] == rule)]
+        points = points.assign(threshold=points["optimizer"].map(lambda name: rules[name][1])).sort_values("rtc")
+        ax.plot(points["rtc"], points["ryc"], "-", color=colour, alpha=0.6)
+        ax.errorbar(points["rtc"], points["ryc"], xerr=points["rtc_se"], yerr=points["ryc_se"], fmt="o", ms=6,
+                    capsize=3, color=colour, label=rule)
+        for row in points.itertuples():
+            if row.threshold is not None:
+                ax.annotate(f"{row.threshold:g}", (row.rtc, row.ryc), textcoords="offset points", xytext=(5, 4),
+                            fontsize=8, color=colour)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xlabel("RTC: share of the full run's cost saved")
+    ax.set_ylabel("RYC: relative change of the final loss")
+    ax.legend(title="stopping rule (labels: threshold)", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              frameon=False, fontsize=9)
+    fig.tight_layout()
+    return _render(fig, "termination_frontier", "Automatic termination: RYC against RTC per threshold", caption)
+
+
 def termination_bars(table: pd.DataFrame, palette: dict, caption: str) -> Figure:
     """RYC and RTC (paper 002, Eq. 11-12) per optimizer: mean ± 1 s.e.
 

@@ -519,7 +519,12 @@ def cost_section(output: Path, evaluation: Evaluation, palette: dict, base: str)
         table = pd.read_csv(termination_path)
         what = (f"each run stopped by its stopping rule against the same γ, instance and seed run to the full "
                 f"budget; mean ± 1 s.e. over instances (seeds averaged). {base}.")
+        configs = _design_configs(evaluation)
+        rules = {name: (configs[name]["stopping"], configs[name].get(figures.STOPPING_THRESHOLDS.get(
+                     configs[name]["stopping"], ""))) for name in table["optimizer"] if name in configs}
         section.blocks += [
+            figures.termination_frontier(table, rules, "RYC against RTC of each stopping rule and threshold (paper "
+                                         f"002, Fig. 3): up is better quality, right is more saved; {what}"),
             figures.termination_bars(table, palette, "RYC (paper 002 Eq. 11: relative change of the final loss; "
                                                      "negative: stopping made it worse) and RTC (Eq. 12: share of "
                                                      f"the full run's cost saved) of {what}"),

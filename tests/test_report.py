@@ -155,7 +155,8 @@ def test_report_with_meta_archive_ablation_importance_and_answer(output):
     assert "<p>Answer: Yes, on these two instances.</p><p>Second paragraph.</p>" in html
     assert "<p>Measured: At the full budget" in html and "Automatic termination: hb saves 40%" in html
     assert "γ* (tiny_report, synthetic:mlp)" in md and "(!)" in md  # Table 5 style, restriction marks
-    for name in ["beeswarm", "cd_1.5d", "cd_3d", "cost_accuracy", "termination", "ablation_hb-to-bohb_path",
+    for name in ["beeswarm", "cd_1.5d", "cd_3d", "cost_accuracy", "termination", "termination_frontier",
+                 "ablation_hb-to-bohb_path",
                  "importance_fanova"]:
         assert f"figures/{name}.png" in md
     assert "hb → bohb on synthetic:mlp; each candidate run on 2 instances × 2 seeds at budget 3d" in html
