@@ -62,6 +62,8 @@ class Claim(BaseModel):
     where: str
     """Where in the paper (section, figure, table)."""
     claim: str
+    reported: str | None = None
+    """What the paper reports for it (numbers, in its own setting), shown beside ours."""
     studies: list[str] = Field(min_length=1)
     """Study files (names under ``studies/``) whose evaluations hold the optimizers; the first one
     that has an optimizer's runs provides them."""
@@ -234,6 +236,7 @@ def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures
         for o in chosen:
             lines += ["", f'<a id="{o.claim.id}"></a>', f"### {o.claim.id}", "",
                       f"**Claim** ({o.claim.where}): {o.claim.claim}", "",
+                      *([f"The paper reports: {o.claim.reported}", ""] if o.claim.reported else []),
                       f"**Verdict: {o.verdict}** — {o.reason}."]
             if o.pairs is None:
                 commands = "; ".join(f"`metaopt study run studies/{name}.yaml`" for name in o.missing)

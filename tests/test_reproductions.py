@@ -33,6 +33,7 @@ CLAIMS = """claims:
     paper: "004"
     where: RQ2
     claim: hb and bohb end below rs.
+    reported: rs 0.36, hb 0.28.
     studies: [base]
     test: {kind: better, optimizers: [hb, bohb], than: [rs], metric: "regret@30d"}
   - id: hb-like-bohb
@@ -73,6 +74,7 @@ def test_verdicts_numbers_and_a_study_not_run(tmp_path):
     page = out.read_text()
     assert "| [rs-loses](#rs-loses) | 004 RQ2 | **reproduced** | 12 × 2 | base |" in page
     assert "Run `metaopt study run studies/other.yaml` and regenerate this page." in page
+    assert "The paper reports: rs 0.36, hb 0.28." in page
     assert "| hb | rs | +0.300 ± 0.000 | 12/12 |" in page
     assert (tmp_path / "docs" / "figures" / "rs-loses.png").stat().st_size > 0
     assert not (tmp_path / "docs" / "figures" / "needs-another-study.png").exists()
