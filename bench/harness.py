@@ -194,9 +194,10 @@ def api_section(session: Session) -> dict[str, Any]:
 
 
 def command_line(sections: list[str], quick: bool, out: Path, md: Path, seeds: int | None, instances: int | None,
-                 benchmarks: tuple[str, ...] | None) -> str:
+                 benchmarks: tuple[str, ...] | None, keep_other_sections: bool = False) -> str:
     """The ``metaopt bench`` command that reproduces a run (the data directory aside)."""
     parts = ["metaopt bench", f"--sections {','.join(sections)}", *(["--quick"] if quick else [])]
+    parts += ["--keep-other-sections"] if keep_other_sections else []
     parts += [f"--seeds {seeds}"] if seeds is not None else []
     parts += [f"--instances {instances}"] if instances is not None else []
     parts += [f"--benchmarks {','.join(benchmarks)}"] if benchmarks else []
@@ -230,7 +231,8 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
         get_benchmark(name, yahpo_data)  # unknown benchmarks and missing data fail before any work
     session = Session(config, yahpo_data)
     results: dict[str, Any] = {"machine": machine_info(),
-                               "command": command_line(chosen, quick, out, md, seeds, instances, names),
+                               "command": command_line(chosen, quick, out, md, seeds, instances, names,
+                                                       keep_other_sections),
                                "config": asdict(config), "sections": {}}
     started = time.perf_counter()
     for section in chosen:

@@ -44,7 +44,7 @@ def test_bench_quick_overhead_writes_json_and_markdown(tmp_path, capsys):
     assert main(["bench", "--quick", "--sections", "api", "--benchmarks", "synthetic:mlp", "--keep-other-sections",
                  "--out", str(out), "--md", str(md)]) == 0
     merged = json.loads(out.read_text())
-    assert list(merged["sections"]) == ["overhead", "api"]
+    assert list(merged["sections"]) == ["overhead", "api"] and "--keep-other-sections" in merged["command"]
     assert merged["sections"]["overhead"]["rows"] == rows
     assert merged["sections"]["overhead"]["measured"]["date"] == "2026-01-01T00:00:00+00:00"
     assert merged["sections"]["api"]["measured"]["date"] == merged["machine"]["date"] != "2026-01-01T00:00:00+00:00"
