@@ -66,14 +66,17 @@ OVERHEAD_NOTES: dict[str, str] = {
         "+0.025 at 10d; so bo_gp_ei keeps g = 0 and the schedule is left to the meta-search. Of what remains "
         "at g > 0, a third is drawing the 500 candidates per step."),
     "smashy_lcbench_hb": (
-        "cProfile on rbv2_xgboost (before 2026-11-24): about 80% was the kknn7 surrogate's neighbour query, "
-        "scikit-learn's brute force above 15 features, 25–100 ms a call even for a handful of points (the "
-        "start-up of its parallel reduction, worse on a busy machine). Now the neighbour surrogates compute "
-        "exact squared distances themselves (scipy's cdist on the numeric columns, the one-hot columns "
-        "counted with a 0/1 matrix product) and take k argmin passes: identical traces on lcbench and "
-        "rbv2_xgboost, 4–200× faster per query. What is left is the progressive filter's pool of "
-        "n'·max(N_s⁰, N_s¹) candidates scored against the whole archive each batch, and the codec's "
-        "per-hyperparameter repair and decoding (nb301: 34 categoricals)."),
+        "cProfile on rbv2_xgboost (2026-11-21, load average 5.8): about 80% was the kknn7 surrogate's "
+        "neighbour query, scikit-learn's brute force above 15 features, 25–100 ms a call even for a handful "
+        "of points: its parallel (OpenMP) reduction spins when the other core is busy. The neighbour "
+        "surrogates now compute exact squared distances themselves (scipy's cdist on the numeric columns, "
+        "the one-hot columns counted with a 0/1 matrix product, ties to the earlier archive point) in one "
+        "thread: identical traces on lcbench and rbv2_xgboost, no dependence on the BLAS kernel or on "
+        "load. Most of the drop of this row since 2026-11-21 (688× → 48×) is that load: run old against new "
+        "code on the idle machine (rbv2_xgboost 470, seed 1, twice each) and they take the same time "
+        "(2.9–3.8 s vs 3.2–3.4 s); on nb301 at 10d the new one is about 8% slower (5.2–5.6 vs 5.7–6.1 s). "
+        "What is left is the progressive filter's pool of n'·max(N_s⁰, N_s¹) candidates scored against the "
+        "whole archive each batch, and the codec's per-hyperparameter repair and decoding."),
     "rs": (
         "one evaluation per batch: its ratio is mostly the price of one benchmark call per evaluation "
         "(a YAHPO ONNX session run costs about a millisecond) against one batched call; every sequential "
