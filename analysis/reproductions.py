@@ -171,7 +171,7 @@ def _verdict(test: ClaimTest, pairs: pd.DataFrame) -> tuple[str, str]:
 
 
 def _figure(outcome: Outcome, path: Path) -> None:
-    """Per-instance differences (other − claimed) of each pair, with their mean ± 1 s.e."""
+    """Per-instance advantage of the claimed optimizer in each pair (> 0: it is better), with its mean ± 1 s.e."""
     test, scores, pairs = outcome.claim.test, outcome.scores, outcome.pairs
     sign = -1.0 if test.metric in HIGHER_IS_BETTER else 1.0
     data = pd.concat([pd.DataFrame({"pair": f"{row.reference} vs {row.optimizer}",

@@ -215,7 +215,7 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
     ``keep_other_sections`` carries the sections of the existing ``out`` that this call does not run
     over into the new result (a section that takes an hour need not be rerun with the others).
     """
-    from metaopt.bench.report import markdown
+    from metaopt.bench.report import markdown, section_stamp
 
     chosen = parse_sections(sections)
     previous = read_json_file(out, "--keep-other-sections") if keep_other_sections and out.exists() else None
@@ -250,12 +250,12 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
         else:
             data = api_section(session)
         data["wall_time_s"] = time.perf_counter() - section_started
-        data["measured"] = _measured(results)
+        data["measured"] = section_stamp(results)
         results["sections"][section] = data
         print(f"bench: {section} done in {data['wall_time_s']:.0f} s", flush=True)
     results["wall_time_s"] = time.perf_counter() - started
     if previous is not None:
-        kept = {name: {**data, "measured": data.get("measured") or _measured(previous)}
+        kept = {name: {**data, "measured": data.get("measured") or section_stamp(previous)}
                 for name, data in previous.get("sections", {}).items() if name not in results["sections"]}
         merged = {**kept, **results["sections"]}
         results["sections"] = {name: merged[name] for name in SECTIONS if name in merged}
@@ -263,13 +263,6 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
     atomic_write_text(md, markdown(results))
     print(f"bench: wrote {out} and {md} ({results['wall_time_s']:.0f} s)")
     return results
-
-
-def _measured(results: dict[str, Any]) -> dict[str, Any]:
-    """When, on which commit and machine load, and by which command a result's sections were measured."""
-    m = results["machine"]
-    return {"date": m["date"], "git_commit": m.get("git_commit"), "load_average": m.get("load_average"),
-            "command": results["command"]}
 
 
 def report_only(out: Path, md: Path) -> None:

@@ -146,16 +146,22 @@ def _header(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def section_stamp(results: dict[str, Any]) -> dict[str, Any]:
+    """When, on which commit and machine load, and by which command a result's sections were measured
+    (stored as each section's ``measured``; results from before the stamps: the result's own)."""
+    m = results["machine"]
+    return {"date": m["date"], "git_commit": m.get("git_commit"), "load_average": m.get("load_average"),
+            "command": results["command"]}
+
+
 def _measured_lines(results: dict[str, Any]) -> list[str]:
     """When the sections were measured at different times (``--keep-other-sections``): each one's date,
     commit and command; nothing when they all come from the run in the header."""
-    stamps = {name: data.get("measured") for name, data in results["sections"].items()}
-    if all(stamp is None or stamp["date"] == results["machine"]["date"] for stamp in stamps.values()):
+    stamps = {name: data.get("measured") or section_stamp(results) for name, data in results["sections"].items()}
+    if all(stamp["date"] == results["machine"]["date"] for stamp in stamps.values()):
         return []
     lines = ["Sections measured at different times:", ""]
     for name, stamp in stamps.items():
-        stamp = stamp or {"date": results["machine"]["date"], "git_commit": results["machine"].get("git_commit"),
-                          "command": results["command"]}
         lines.append(f"- {name}: {stamp['date']}, commit {stamp.get('git_commit') or 'unknown'} "
                      f"(`{stamp['command']}`)")
     return lines + [""]

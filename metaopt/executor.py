@@ -35,10 +35,14 @@ class Executor(AbstractContextManager):
         self._queue: deque[tuple[int, Task]] = deque()
         self._next_id = 0
 
+    def _new_task_id(self) -> int:
+        """The next task id (0, 1, ...), for :meth:`submit` of every executor."""
+        self._next_id += 1
+        return self._next_id - 1
+
     def submit(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> int:
         """Queue ``fn(*args)``; returns the task's id, which :meth:`completed` yields with its result."""
-        task_id = self._next_id
-        self._next_id += 1
+        task_id = self._new_task_id()
         self._queue.append((task_id, (fn, args)))
         return task_id
 
@@ -89,8 +93,7 @@ class DaskExecutor(Executor):
         self._running = as_completed(loop=self.dask_client.loop)  # futures not yet yielded by completed()
 
     def submit(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> int:
-        task_id = self._next_id
-        self._next_id += 1
+        task_id = self._new_task_id()
         future = self.dask_client.submit(fn, *args, pure=False)
         self._ids[future] = task_id
         self._running.add(future)

@@ -49,10 +49,11 @@ import json
 import shutil
 import time
 import warnings
+from collections import ChainMap
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -368,7 +369,7 @@ def _finished_trials(store: StudyStore, meta_seed: int, trials: int, cache: dict
 class _Batch:
     """One batch of a meta-seed's SMAC trials: the runs it needs, then its results in ask order."""
 
-    def __init__(self, infos: list, gammas: list[dict[str, Any]], cache: dict[Key, dict[str, Any]]) -> None:
+    def __init__(self, infos: list, gammas: list[dict[str, Any]], cache: Mapping[Key, dict[str, Any]]) -> None:
         self.infos = infos
         self.keys: list[Key] = [(gamma_hash(g), str(info.instance), int(info.seed or 0))
                                 for g, info in zip(gammas, infos)]
@@ -419,9 +420,9 @@ class _MetaSeedSearch:
         from smac import AlgorithmConfigurationFacade, Scenario
 
         self.store, self.meta_seed, self.setup, self.trials, self.batch_size = store, meta_seed, setup, trials, batch_size
-        self._cache = dict(cache)
         self.fresh_ok: dict[Key, dict[str, Any]] = {}
         """Runs of this search with status ok, to join the stage's cache when all searches are done."""
+        self._cache = ChainMap(self.fresh_ok, cache)  # the stage's cache is not changed while searches run
         scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=trials,
                             instances=instances, instance_features=instance_features, seed=meta_seed,
                             output_directory=store.smac_dir, crash_cost=CRASH_OBJECTIVE)
@@ -483,9 +484,7 @@ class _MetaSeedSearch:
             with _smac_warnings_silenced():
                 self._smac.tell(info, TrialValue(cost=record["objective"]), save=False)
             batch_rows.append(_trial_row(self.meta_seed, len(self.rows) + len(batch_rows), record, cached))
-        ok = self._batch.fresh_ok()
-        self._cache.update(ok)
-        self.fresh_ok.update(ok)
+        self.fresh_ok.update(self._batch.fresh_ok())
         self.rows += batch_rows
         with self._log.open("a") as fh:
             fh.writelines(json.dumps({k: v for k, v in row.items() if k != "summary"}) + "\n" for row in batch_rows)
