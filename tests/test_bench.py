@@ -24,7 +24,8 @@ def test_bench_quick_overhead_writes_json_and_markdown(tmp_path, capsys):
     assert measured | skipped == set(results["config"]["overhead_optimizers"]) and {"rs", "hb", "bo_gp_ei"} <= measured
     for row in rows:
         assert row["benchmark"] == "synthetic:mlp" and row["evals"] > 0
-        assert row["run_s"] > row["limit_s"] > 0 and row["ratio"] > 1
+        # times are measured, not asserted against each other: no test may depend on timing
+        assert row["run_s"] > 0 and row["limit_s"] > 0 and abs(row["ratio"] - row["run_s"] / row["limit_s"]) < 1e-9
     text = md.read_text()
     assert text.startswith("# Benchmarks") and results["machine"]["date"] in text
     assert "| " + " | ".join(OVERHEAD_COLUMNS) + " |" in text
@@ -73,7 +74,8 @@ def test_bench_api_section_compares_minimize_with_run(tmp_path, capsys):
     assert {r["optimizer"] for r in rows} == {"hb", "smashy_lcbench_hb", "cfo"}
     for row in rows:  # on a synthetic benchmark both drivers give the same losses
         assert row["same_length"] and row["max_loss_difference"] == 0.0
-        assert row["minimize_s"] > row["per_config_limit_s"] > 0 and row["run_s"] > row["batched_limit_s"] > 0
+        # the four times are all measured; how they compare is the harness's finding, never a test's
+        assert all(row[k] > 0 for k in ("minimize_s", "per_config_limit_s", "run_s", "batched_limit_s"))
     text = md.read_text()
     assert "## 5. The Python API (ask/tell) against the batched loop" in text and "own-time ratio" in text
 

@@ -1,7 +1,7 @@
 """Live benchmarks (metaopt.benchmarks.live): real scikit-learn fits with measured fit times.
 
-Configurations are small so that the whole file runs in seconds; timing assertions compare
-medians of three fits with a margin.
+Configurations are small so that the whole file runs in seconds. No assertion depends on how long
+a fit takes: the cost's semantics are checked with a clock that the fit itself advances.
 """
 
 from __future__ import annotations
@@ -36,15 +36,6 @@ SMALL = {
     ],
 }
 """Cheap valid configurations, covering both branches of each benchmark's conditional."""
-
-HEAVY = {
-    "live:hgb": {"learning_rate": 0.1, "max_iter": 128, "max_leaf_nodes": 32, "min_samples_leaf": 2,
-                 "l2_regularization": 1e-3, "early_stopping": "off"},
-    "live:mlp": {"width": 128, "depth": 2, "alpha": 1e-4, "learning_rate_init": 1e-3, "activation": "relu",
-                 "solver": "adam"},
-}
-"""Configurations whose fit time grows clearly with the training set."""
-
 
 def test_live_benchmarks_are_listed_and_loaded_by_name():
     names = list_benchmark_names()
@@ -106,11 +97,26 @@ def test_evaluation_at_two_fidelities_is_deterministic_in_loss(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_measured_cost_grows_with_the_training_set(name):
-    bench = get_benchmark(name)
-    ev = bench.evaluate("mc_binary", [HEAVY[name]] * 6, [0.1, 1.0] * 3)
-    low, full = np.median(ev.cost[0::2]), np.median(ev.cost[1::2])
-    assert 0 < low and full > 1.5 * low, (low, full)
+def test_cost_is_the_clock_time_around_the_fit_alone(name, monkeypatch):
+    """The cost is the clock's advance from just before ``fit`` to just after it, nothing else.
+
+    A clock that only the fit advances (by the number of training rows) makes that exact; the real
+    clock's readings are machine- and load-bound, so no test compares them.
+    """
+    from metaopt.benchmarks import live
+
+    now = [0.0]
+    real_fit = live._fit
+
+    def fit_that_takes_one_tick_per_row(model, X, y):
+        now[0] += len(X)
+        return real_fit(model, X, y)
+
+    monkeypatch.setattr(live, "time", type("Clock", (), {"perf_counter": staticmethod(lambda: now[0])}))
+    monkeypatch.setattr(live, "_fit", fit_that_takes_one_tick_per_row)
+    ev = get_benchmark(name).evaluate("mc_binary", SMALL[name], [0.1, 1.0])
+    np.testing.assert_array_equal(ev.cost, ev.targets["n_train"])
+    assert ev.targets["n_train"][0] < ev.targets["n_train"][1]
 
 
 @pytest.mark.parametrize(("name", "change", "message"), [
