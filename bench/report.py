@@ -349,9 +349,9 @@ def _meta_remarks(section: dict[str, Any]) -> list[str]:
                          f"{max(base['busy_cores_before'] or 0, row['busy_cores_before'] or 0):.2f} cores busy "
                          "before the measurements: the worker processes did not get a core's worth of compute "
                          "each. The schedule is not the limit (worker time outside inner loops is small); the "
-                         "inner runs themselves run slower side by side on this machine's cores (shared "
-                         "caches and memory bandwidth, or virtual cores on one physical core), which the "
-                         "executor cannot change.")
+                         "inner runs themselves take longer in the Dask worker processes than in this process "
+                         f"(with {base['workers']} worker{'s' if base['workers'] > 1 else ''} they ran "
+                         f"{'in this process' if base['workers'] == 1 else 'in worker processes'}).")
     return lines
 
 
