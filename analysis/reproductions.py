@@ -16,7 +16,8 @@ instances it wins, and a two-sided Wilcoxon signed-rank test
 * ``better``: each of ``optimizers`` ends lower than each of ``than``. Reproduced when every pair is
   significant in the claimed direction, not reproduced when none is, mixed otherwise.
 * ``alike``: no pair differs significantly. Reproduced when none does, not reproduced when every
-  pair does, mixed otherwise.
+  pair does, mixed otherwise. Since a difference that is not significant may still be large, the
+  reason also names the non-significant pair whose 95% interval (± 1.96 s.e.) reaches furthest.
 """
 
 from __future__ import annotations
@@ -162,12 +163,20 @@ def _verdict(test: ClaimTest, pairs: pd.DataFrame) -> tuple[str, str]:
         holds = significant & (pairs["delta"] > 0)
         against = significant & (pairs["delta"] < 0)
         text = (f"{int(holds.sum())} of {len(pairs)} pairs significantly in the claimed direction"
-                + (f", {int(against.sum())} significantly against it" if against.any() else ""))
+                + (f", {int(against.sum())} significantly against it" if against.any() else "")
+                + f" (Wilcoxon, α = {test.alpha:g})")
     else:
         holds = ~significant
-        text = f"{int(holds.sum())} of {len(pairs)} pairs without a significant difference"
+        text = (f"{int(holds.sum())} of {len(pairs)} pairs without a significant difference "
+                f"(Wilcoxon, α = {test.alpha:g})")
+        if holds.any():  # "not significant" is weak evidence of "alike": say how large a gap it leaves open
+            reach = pairs["delta"].abs() + 1.96 * pairs["se"]
+            widest = pairs.assign(reach=reach)[holds].sort_values("reach").iloc[-1]
+            text += (f"; the widest left open: {widest['reference']} vs {widest['optimizer']} "
+                     f"{widest['delta']:+.3f} ± {widest['se']:.3f}, a 95% interval reaching "
+                     f"{widest['reach']:.3f} (no evidence of a difference, not evidence of none)")
     verdict = "reproduced" if holds.all() else "not reproduced" if not holds.any() else "mixed"
-    return verdict, f"{text} (Wilcoxon, α = {test.alpha:g})"
+    return verdict, text
 
 
 def _figure(outcome: Outcome, path: Path) -> None:

@@ -80,6 +80,25 @@ def test_verdicts_numbers_and_a_study_not_run(tmp_path):
     assert not (tmp_path / "docs" / "figures" / "needs-another-study.png").exists()
 
 
+def test_an_alike_verdict_says_how_large_a_difference_it_leaves_open(tmp_path):
+    studies = tmp_path / "studies"
+    studies.mkdir()
+    _study(studies, "base", tmp_path / "results" / "base")
+    _study(studies, "other", tmp_path / "results" / "other")
+    hb = np.random.default_rng(0).uniform(0.1, 0.2, (6, 1))
+    signs = np.array([[1.0], [-1.0], [1.0], [-1.0], [1.0], [-1.0]])  # bohb: +-0.1 around hb, a mean of 0
+    _results(tmp_path / "results" / "base", {"rs": hb + 0.3, "hb": hb, "bohb": hb + 0.1 * signs})
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(CLAIMS)
+    outcomes = {o.claim.id: o for o in write_reproductions(claims, studies, tmp_path / "r.md", tmp_path / "f")}
+    alike = outcomes["hb-like-bohb"]
+    assert alike.verdict == "reproduced"
+    (delta,), (se,) = alike.pairs["delta"].tolist(), alike.pairs["se"].tolist()
+    assert delta == pytest.approx(0.0, abs=1e-12) and se == pytest.approx(0.1 / np.sqrt(5), rel=1e-6)  # s.d. (ddof 1) / sqrt(6)
+    assert (f"the widest left open: hb vs bohb +0.000 ± {se:.3f}, a 95% interval reaching {1.96 * se:.3f} "
+            "(no evidence of a difference, not evidence of none)") in alike.reason
+
+
 def test_termination_claims_read_ryc_where_higher_is_better(tmp_path):
     studies = tmp_path / "studies"
     studies.mkdir()
