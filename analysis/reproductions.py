@@ -159,16 +159,15 @@ def measure(claim: Claim, studies_dir: Path) -> Outcome:
 
 def _verdict(test: ClaimTest, pairs: pd.DataFrame) -> tuple[str, str]:
     significant = pairs["p_wilcoxon"] < test.alpha
+    wilcoxon = f" (Wilcoxon, α = {test.alpha:g})"
     if test.kind == "better":
         holds = significant & (pairs["delta"] > 0)
         against = significant & (pairs["delta"] < 0)
         text = (f"{int(holds.sum())} of {len(pairs)} pairs significantly in the claimed direction"
-                + (f", {int(against.sum())} significantly against it" if against.any() else "")
-                + f" (Wilcoxon, α = {test.alpha:g})")
+                + (f", {int(against.sum())} significantly against it" if against.any() else "") + wilcoxon)
     else:
         holds = ~significant
-        text = (f"{int(holds.sum())} of {len(pairs)} pairs without a significant difference "
-                f"(Wilcoxon, α = {test.alpha:g})")
+        text = f"{int(holds.sum())} of {len(pairs)} pairs without a significant difference{wilcoxon}"
         if holds.any():  # "not significant" is weak evidence of "alike": say how large a gap it leaves open
             reach = pairs["delta"].abs() + 1.96 * pairs["se"]
             widest = pairs.assign(reach=reach)[holds].sort_values("reach").iloc[-1]

@@ -342,6 +342,8 @@ def _meta_remarks(section: dict[str, Any]) -> list[str]:
                          "Rerun the section on an idle machine.")
             continue
         slower = row["inner_run_s_mean"] / base["inner_run_s_mean"]
+        where = ("in this process, where one worker runs them without Dask" if base["workers"] == 1
+                 else f"with {base['workers']} workers")
         if row["speedup"] < 0.9 * row["workers"] / base["workers"] and slower > 1.2:
             lines.append(f"With {row['workers']} workers the throughput is {row['speedup']:.2f}× that of "
                          f"{base['workers']}, and each inner run (the same trials in both measurements) took "
@@ -349,9 +351,7 @@ def _meta_remarks(section: dict[str, Any]) -> list[str]:
                          f"{max(base['busy_cores_before'] or 0, row['busy_cores_before'] or 0):.2f} cores busy "
                          "before the measurements: the worker processes did not get a core's worth of compute "
                          "each. The schedule is not the limit (worker time outside inner loops is small); the "
-                         "inner runs themselves take longer in the Dask worker processes than in this process "
-                         f"(with {base['workers']} worker{'s' if base['workers'] > 1 else ''} they ran "
-                         f"{'in this process' if base['workers'] == 1 else 'in worker processes'}).")
+                         f"inner runs themselves take longer in the Dask worker processes than {where}.")
     return lines
 
 

@@ -7,6 +7,7 @@ a fit takes: the cost's semantics are checked with a clock that the fit itself a
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -112,7 +113,7 @@ def test_cost_is_the_clock_time_around_the_fit_alone(name, monkeypatch):
         now[0] += len(X)
         return real_fit(model, X, y)
 
-    monkeypatch.setattr(live, "time", type("Clock", (), {"perf_counter": staticmethod(lambda: now[0])}))
+    monkeypatch.setattr(live, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     monkeypatch.setattr(live, "_fit", fit_that_takes_one_tick_per_row)
     ev = get_benchmark(name).evaluate("mc_binary", SMALL[name], [0.1, 1.0])
     np.testing.assert_array_equal(ev.cost, ev.targets["n_train"])

@@ -94,7 +94,8 @@ def test_an_alike_verdict_says_how_large_a_difference_it_leaves_open(tmp_path):
     alike = outcomes["hb-like-bohb"]
     assert alike.verdict == "reproduced"
     (delta,), (se,) = alike.pairs["delta"].tolist(), alike.pairs["se"].tolist()
-    assert delta == pytest.approx(0.0, abs=1e-12) and se == pytest.approx(0.1 / np.sqrt(5), rel=1e-6)  # s.d. (ddof 1) / sqrt(6)
+    # the differences are +-0.1, three each: s.d. (ddof 1) 0.1 * sqrt(6 / 5), over sqrt(6) instances
+    assert delta == pytest.approx(0.0, abs=1e-12) and se == pytest.approx(0.1 / np.sqrt(5), rel=1e-6)
     assert (f"the widest left open: hb vs bohb +0.000 ± {se:.3f}, a 95% interval reaching {1.96 * se:.3f} "
             "(no evidence of a difference, not evidence of none)") in alike.reason
 
