@@ -45,6 +45,7 @@ failed, no archive and no γ* are written and the stage ends with a one-line err
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import time
@@ -410,15 +411,22 @@ class _MetaSeedSearch:
     We drive SMAC's ask/tell interface ourselves instead of handing it a Dask client: SMAC 2.4's
     Dask runner returns from optimize() once n_trials are *submitted* and drops the results of
     trials still running, and it tells results in completion order (timing-dependent proposals).
-    A search sees the runs the store held when the stage started and its own: what other
-    meta-seeds run at the same time cannot change its trials or their ``cached`` flags.
+    A search sees the runs the store held when the stage started and its own, and draws its random
+    configurations from its own copy of the design space: what other meta-seeds run at the same
+    time cannot change its trials or their ``cached`` flags.
     """
 
     def __init__(self, store: StudyStore, meta_seed: int, setup: MetaSetup, cache: dict[Key, dict[str, Any]],
                  space, instances: list[str], instance_features: dict[str, list[float]], trials: int,
                  batch_size: int, quiet: bool, initial: list, position: int) -> None:
+        from ConfigSpace import Configuration
         from smac import AlgorithmConfigurationFacade, Scenario
 
+        # SMAC seeds the Scenario's ConfigurationSpace and draws its random configurations from it:
+        # searches that shared one space would share one generator, drawn from in the order their
+        # batches finish (timing), and all seeded by the meta-seed started last.
+        space = copy.deepcopy(space)
+        initial = [Configuration(space, values=dict(config)) for config in initial]
         self.store, self.meta_seed, self.setup, self.trials, self.batch_size = store, meta_seed, setup, trials, batch_size
         self.fresh_ok: dict[Key, dict[str, Any]] = {}
         """Runs of this search with status ok, to join the stage's cache when all searches are done."""

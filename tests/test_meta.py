@@ -403,3 +403,16 @@ def test_bad_selection_and_initial_design_fields(tmp_path, capsys, field, value,
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and __import__("re").search(message, err)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_meta_seed_proposes_the_same_trials_alone_or_beside_others(tmp_path):
+    """SMAC draws random configurations from its Scenario's ConfigurationSpace: each meta-seed's search
+    must own its copy, or side-by-side searches share one generator (seeded by the last one started,
+    drawn from in the order batches finish)."""
+    for name, seeds in (("alone", "[2]"), ("beside", "[1, 2, 3]")):
+        path = write(tmp_path, name, trials=16, seeds=seeds)
+        # a space with few known designs, so that most trials are SMAC's own (random draws included)
+        path.write_text(path.read_text().replace("meta:\n", "meta:\n  restriction: equal_only\n"))
+        assert main(["optimize", str(path), "--quiet", "--workers", "2"]) == 0
+    assert (tmp_path / "alone" / "meta" / "trials-seed-2.jsonl").read_bytes() == \
+        (tmp_path / "beside" / "meta" / "trials-seed-2.jsonl").read_bytes()
