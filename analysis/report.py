@@ -108,6 +108,8 @@ def load_evaluation(output: Path, study: StudySpec) -> Evaluation | None:
 
     Runs of other optimizers, e.g. the full-budget twins behind RYC/RTC, stay out of the comparison.
     """
+    if study.evaluation is None:
+        return None
     runs_dir = _eval_dir(output) / "runs"
     wanted = _study_optimizers(study)
     rows, traces, configs, budget = [], {}, {}, None

@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike
 
 from metaopt.errors import UsageError
 
-BudgetUnit = Literal["full_evals", "cost", "typical_cost"]
+BudgetUnit = Literal["full_evals", "cost", "typical_cost", "full_evals_per_d"]
 
 BUDGET_TOLERANCE = 1e-9
 """Slack for floating-point sums in budget checks: an evaluation fits if the spending stays within
@@ -58,20 +58,31 @@ class Budget:
             raise UsageError(f"budget must be positive, got {self.spec or self.amount}")
 
     @classmethod
-    def parse(cls, spec: str | float | int, d: int) -> "Budget":
+    def parse(cls, spec: str | float | int, d: int | None) -> "Budget":
         """Parse ``30d`` (30 × d full evaluations), ``100`` (full evaluations), ``3600s`` (cost units),
-        ``100c`` (the cost of 100 typical full evaluations of the instance) or ``30dc`` (of 30 × d)."""
+        ``100c`` (the cost of 100 typical full evaluations of the instance) or ``30dc`` (of 30 × d).
+
+        ``d`` None (a pooled benchmark, whose instances' dimensions differ): ``30d`` stays 30 full
+        evaluations per hyperparameter (unit ``full_evals_per_d``), resolved per instance by
+        :meth:`for_dimension` before a run starts; ``30dc`` is not allowed."""
         if isinstance(spec, Budget):
-            return spec
+            return spec if d is None else spec.for_dimension(d)
         num, unit = split_spec(spec)
         text = str(spec).strip()
+        if d is None and unit == "dc":
+            raise UsageError(f"budget {text}: a budget in typical costs per hyperparameter needs one benchmark's d")
         if unit == "d":
-            return cls(num * d, "full_evals", text)
+            return cls(num, "full_evals_per_d", text) if d is None else cls(num * d, "full_evals", text)
         if unit == "s":
             return cls(num, "cost", text)
         if unit in ("c", "dc"):
             return cls(num * (d if unit == "dc" else 1), "typical_cost", text)
         return cls(num, "full_evals", text)
+
+    def for_dimension(self, d: int) -> "Budget":
+        """A per-hyperparameter budget (``full_evals_per_d``) for an instance with ``d`` hyperparameters;
+        any other budget as it is."""
+        return Budget(self.amount * d, "full_evals", self.spec) if self.unit == "full_evals_per_d" else self
 
     def in_cost_units(self, typical_cost: float) -> "Budget":
         """A typical-cost budget as a cost budget, given the instance's typical full-evaluation cost."""
@@ -81,13 +92,14 @@ class Budget:
 
     def fraction(self, budget_used: float, cost_used: float) -> float:
         """Progress t = spent / B in the budget's own unit."""
-        if self.unit == "typical_cost":
-            raise ValueError(f"budget {self.spec}: resolve it per instance first (Budget.in_cost_units)")
+        if self.unit in ("typical_cost", "full_evals_per_d"):
+            raise ValueError(f"budget {self.spec}: resolve it per instance first (metaopt.references.resolve_budget)")
         spent = budget_used if self.unit == "full_evals" else cost_used
         return spent / self.amount
 
     def __str__(self) -> str:
-        unit = {"full_evals": "full evaluations", "cost": "cost units", "typical_cost": "typical evaluation costs"}[self.unit]
+        unit = {"full_evals": "full evaluations", "cost": "cost units", "typical_cost": "typical evaluation costs",
+                "full_evals_per_d": "full evaluations per hyperparameter"}[self.unit]
         return f"{self.amount:g} {unit}" + (f" ({self.spec})" if self.spec else "")
 
 

@@ -127,8 +127,10 @@ def run_trial(setup: MetaSetup, gamma: dict[str, Any], instance: str, seed: int)
     record: dict[str, Any] = {"gamma": gamma, "hash": gamma_hash(gamma), "instance": instance, "seed": seed}
     if outcome.ok:
         summary = {k: v for k, v in outcome.result.summary.items() if k not in ("config", "reference")}
+        # the budget the run had (setup.budget resolved for its instance: per hyperparameter on a pooled benchmark)
+        budget = Budget(summary["budget"], summary["budget_unit"], summary["budget_spec"])
         record.update(status="ok", summary=summary,
-                      objective=meta_objective(setup.objective, outcome.result.trace, setup.budget,
+                      objective=meta_objective(setup.objective, outcome.result.trace, budget,
                                                list(setup.objective_fractions)))
     else:
         record.update(status="failed", objective=CRASH_OBJECTIVE, traceback=outcome.error)
@@ -153,7 +155,10 @@ def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | No
     from metaopt.spaces.design_space import validate
     from metaopt.spaces.presets import PRESETS
 
-    fidelity = get_benchmark(setup.benchmark, setup.yahpo_data).fidelity
+    bench = get_benchmark(setup.benchmark, setup.yahpo_data)
+    # The fidelity range presets are configured for (only Hyperband-like presets depend on it); for a
+    # pooled benchmark, whose members differ, its first member's.
+    fidelity = bench.problem(bench.instances[0]).fidelity
     designs = {name: preset.config(fidelity) for name, preset in PRESETS.items()
                if presets and (found_by is None or preset.found_by != found_by)}
     designs.update(extra or {})

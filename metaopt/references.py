@@ -119,7 +119,9 @@ def _refine(codec: SpaceCodec, evaluate, X: np.ndarray, loss: np.ndarray, rng: n
 
 
 def get_reference(benchmark: Benchmark, instance: str) -> Reference:
-    """The cached reference of an instance, computed on first use."""
+    """The cached reference of an instance, computed on first use (a pooled benchmark's instance
+    shares its member scenario's reference)."""
+    benchmark, instance = benchmark.owner(instance)
     path = _cache_path(benchmark, str(instance))
     if path.exists():
         try:
@@ -164,7 +166,7 @@ def resolve_budget(budget: Budget | str | float, problem: Problem) -> Budget:
     a budget in full evaluations or cost units: a typical-cost budget becomes a cost budget of that
     instance (its typical full-evaluation cost, :func:`typical_cost`, times the amount).
     """
-    budget = Budget.parse(budget, problem.d)
+    budget = Budget.parse(budget, problem.d)  # a per-hyperparameter budget becomes this problem's
     if budget.unit != "typical_cost":
         return budget
     return budget.in_cost_units(typical_cost(problem.benchmark, problem.instance))

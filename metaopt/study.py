@@ -41,9 +41,15 @@ class StudyContext:
         self.store = StudyStore(study.output)
         self.yahpo_data = yahpo_data
         self.bench = get_benchmark(spec.benchmark, yahpo_data)
-        self.budget = Budget.parse(spec.budget, self.bench.d)
-        self.eval_instances = self.select_instances(spec.evaluation.instances, "evaluation.instances")
-        self.report_budgets = [Budget.parse(b, self.bench.d) for b in spec.evaluation.report_budgets]
+        self.budget = Budget.parse(spec.budget, self.bench.d)  # per hyperparameter for a pooled benchmark
+        if self.bench.d is None and (spec.evaluation is not None or spec.ablation):
+            raise self._error("evaluation" if spec.evaluation is not None else "ablation",
+                              f"{self.bench.name} pools scenarios with different search spaces: a study of it only "
+                              "meta-optimizes; evaluate its gamma* per scenario, in a study of that scenario with "
+                              "evaluation.gamma_star_from (as studies/rq12_*.yaml do)")
+        ev = spec.evaluation
+        self.eval_instances = self.select_instances(ev.instances, "evaluation.instances") if ev else []
+        self.report_budgets = [Budget.parse(b, self.bench.d) for b in (ev.report_budgets if ev else [])]
         if not self.report_budgets or self.report_budgets[-1].amount != self.budget.amount:
             self.report_budgets.append(self.budget)
         for rb in self.report_budgets:
@@ -95,7 +101,8 @@ class StudyContext:
         section or a ``gamma_star_from`` file; none otherwise."""
         if len(self.arms) > 1 or (self.arms and next(iter(self.arms.values())) != self.store):
             return [f"gamma_star:{name}" for name in self.arms]
-        return ["gamma_star"] if self.arms or self.study.spec.evaluation.gamma_star_from else []
+        ev = self.study.spec.evaluation
+        return ["gamma_star"] if self.arms or (ev and ev.gamma_star_from) else []
 
     def _check_evaluation(self) -> None:
         """Called by ``__init__``: optimizers and variants, ``gamma_star_from``, ``cost_reference``."""
@@ -104,6 +111,8 @@ class StudyContext:
         from metaopt.spaces.design_space import validate
 
         ev = self.study.spec.evaluation
+        if ev is None:
+            return
         try:
             check_optimizers(ev.optimizers, self.bench, self.gamma_star_names, field="evaluation.optimizers")
         except UsageError as err:
@@ -156,7 +165,9 @@ class StudyContext:
         """The instances a stage runs on; UsageError naming ``field`` for unknown, repeated or no instances."""
         if isinstance(selection, list):
             try:
-                instances = [self.bench.problem(i).instance for i in selection]
+                for i in selection:
+                    self.bench.problem(i)  # an unknown instance fails here, with the known ones listed
+                instances = [str(i) for i in selection]
             except UsageError as err:
                 raise self._error(field, str(err)) from None
             repeated = next((i for k, i in enumerate(instances) if i in instances[:k]), None)
@@ -178,7 +189,8 @@ class StudyContext:
 
     @property
     def gamma_star_path(self) -> Path:
-        source = self.study.spec.evaluation.gamma_star_from
+        ev = self.study.spec.evaluation
+        source = ev.gamma_star_from if ev else None
         return Path(source) if source else self.store.gamma_star_json
 
     def gamma_stars(self) -> dict[str, dict[str, Any] | None]:
@@ -195,7 +207,7 @@ class StudyContext:
             paths = {f"gamma_star:{name}": arm.gamma_star_json for name, arm in self.arms.items()}
         else:
             paths = {"gamma_star": self.gamma_star_path}
-            if self.study.spec.evaluation.gamma_star_from and not paths["gamma_star"].exists():
+            if self.gamma_star_path != self.store.gamma_star_json and not paths["gamma_star"].exists():
                 raise UsageError(f"{self.study.path}: field 'evaluation.gamma_star_from': no such file "
                                  f"{paths['gamma_star']}")
         return {name: validate(_gamma_star_config(path)) if path.exists() else None for name, path in paths.items()}
@@ -251,7 +263,8 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str |
     if meta is None:
         raise UsageError(f"{ctx.study.path} has no 'meta' section: nothing to optimize (evaluation only)")
     references = ctx.references(ctx.meta_instances, quiet)
-    features = {i: [references[i].y_min, references[i].y_max] for i in ctx.meta_instances}
+    features = {i: [references[i].y_min, references[i].y_max] + ctx.bench.instance_features(i)
+                for i in ctx.meta_instances}
     stars = {}
     for restriction, arm in ctx.arms.items():
         setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, ctx.budget, references, restriction, meta.objective,
@@ -343,7 +356,7 @@ def run_stages(study: Study, stages: list[str], yahpo_data: str | None = None, q
     """Run the given stages of a study in order, with one executor for all of them.
 
     Stages without work are skipped with a line saying so: optimize and importance without a
-    ``meta`` section, ablate without ``ablation`` entries, importance with ``importance: false``. The output folder is locked for the
+    ``meta`` section, evaluate without an ``evaluation`` section, ablate without ``ablation`` entries, importance with ``importance: false``. The output folder is locked for the
     whole run: a second process on it is refused at once (:func:`metaopt.store_utils.output_lock`).
     """
     ctx = StudyContext(study, yahpo_data)  # validates everything before anything is written
@@ -364,6 +377,9 @@ def _run_stages_locked(ctx: StudyContext, stages: list[str], quiet: bool, worker
             started = time.perf_counter()
             if stage in ("optimize", "importance") and study.spec.meta is None:
                 print(f"{stage}: skipped (the study has no 'meta' section)")
+                continue
+            if stage == "evaluate" and study.spec.evaluation is None:
+                print("evaluate: skipped (the study has no 'evaluation' section)")
                 continue
             if stage == "ablate" and not study.spec.ablation:
                 print("ablate: skipped (the study has no 'ablation' entries)")

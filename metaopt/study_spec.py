@@ -140,7 +140,9 @@ class StudySpec(BaseModel):
     budget: str = "30d"
     workers: int = Field(default=1, ge=1)
     meta: MetaSpec | None = None
-    evaluation: EvaluationSpec
+    evaluation: EvaluationSpec | None = None
+    """The held-out evaluation; a study without one only meta-optimizes (e.g. on a pooled benchmark,
+    whose γ* is evaluated per scenario by studies naming it in ``evaluation.gamma_star_from``)."""
     ablation: list[AblationEntry] = Field(default_factory=list)
     importance: bool = True
     output: str | None = None
@@ -149,6 +151,12 @@ class StudySpec(BaseModel):
     @classmethod
     def _budget_text(cls, value: object) -> object:
         return str(value) if isinstance(value, (int, float)) else value
+
+    @model_validator(mode="after")
+    def _something_to_do(self) -> "StudySpec":
+        if self.meta is None and self.evaluation is None:
+            raise ValueError("a study needs a 'meta' section, an 'evaluation' section or both")
+        return self
 
 
 class Study:

@@ -1,7 +1,8 @@
 """Benchmarks by name: ``<kind>:<scenario>``, where each kind is registered with
 :func:`register_benchmark`: ``yahpo:<scenario>`` (offline YAHPO Gym surrogates),
-``synthetic:<family>`` and ``live:<model>`` (scikit-learn models trained for real; slow, with
-measured costs). Users add their own without editing metaopt (docs/python_api.md):
+``synthetic:<family>``, ``live:<model>`` (scikit-learn models trained for real; slow, with
+measured costs) and ``pooled:<benchmark>+<benchmark>+...`` (several scenarios' instances as one
+benchmark, for a meta-optimization across scenarios: :mod:`metaopt.benchmarks.pooled`). Users add their own without editing metaopt (docs/python_api.md):
 ``python:package.module:factory`` calls ``factory()`` for the benchmark, and every entry point of
 the group ``metaopt.benchmarks`` of an installed package adds a kind ``<entry point name>:<scenario>``
 whose object is called as ``factory(scenario)``.
@@ -178,6 +179,15 @@ def _python(scenario: str, data_dir: Path | None) -> Benchmark | None:
     return _checked(factory(), spec)
 
 
+def _pooled(scenario: str, data_dir: Path | None) -> Benchmark | None:
+    """``pooled:yahpo:lcbench+yahpo:rbv2_xgboost``: the member benchmarks, each loaded by its name."""
+    if not scenario:
+        return None
+    from metaopt.benchmarks.pooled import PooledBenchmark
+
+    return PooledBenchmark([_load(name.strip(), str(data_dir) if data_dir else None) for name in scenario.split("+")])
+
+
 def _no_scenarios(data_dir: Path | None) -> list[str]:
     return []
 
@@ -201,6 +211,7 @@ register_benchmark("synthetic", _synthetic, _synthetic_scenarios)
 register_benchmark("live", _live, _live_scenarios)
 register_benchmark("yahpo", _yahpo, _yahpo_scenarios)
 register_benchmark("python", _python, _no_scenarios)
+register_benchmark("pooled", _pooled, _no_scenarios)
 for _entry_point in entry_points(group="metaopt.benchmarks"):
     if _entry_point.name not in _KINDS:  # a built-in kind is never replaced
         _entry_point_kind(_entry_point)

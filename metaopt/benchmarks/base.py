@@ -120,6 +120,17 @@ class Benchmark(ABC):
     def instances_of(self, split: Split) -> list[str]:
         return {"train": self.train_instances, "test": self.test_instances, "all": self.instances}[split]
 
+    def owner(self, instance: str) -> tuple["Benchmark", str]:
+        """The single-scenario benchmark that defines ``instance``, and the instance's name there:
+        this benchmark and ``instance`` itself, except for a pooled benchmark (its member).
+        Called where an instance's own data is needed (its regret reference)."""
+        return self, str(instance)
+
+    def instance_features(self, instance: str) -> list[float]:
+        """Features of ``instance`` that SMAC sees in a meta-optimization besides its regret
+        reference (y_min, y_max); none by default (a pooled benchmark names the member scenario)."""
+        return []
+
     def problem(self, instance: str | int) -> "Problem":
         """The problem for one instance; unknown instances fail with the known ones listed."""
         key = str(instance)
