@@ -439,7 +439,11 @@ class _MetaSeedSearch:
         scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=trials,
                             instances=instances, instance_features=instance_features, seed=meta_seed,
                             output_directory=store.smac_dir, crash_cost=CRASH_OBJECTIVE)
-        model, maximizer = reproducible_model_and_maximizer(AlgorithmConfigurationFacade, scenario)
+        # No PCA of the instance features: SMAC 2.4 fits its forest on PCA components once there are
+        # 4 or more features (a pooled benchmark's scenario indicators) but predicts marginalized over
+        # the raw features, and fails an assertion; the few features here need no reduction.
+        model, maximizer = reproducible_model_and_maximizer(AlgorithmConfigurationFacade, scenario,
+                                                            pca_components=None)
         # SMAC refuses an initial design larger than its trials; its own share (a private count, the
         # default configuration included) is what the known designs must leave room for.
         room = trials - getattr(AlgorithmConfigurationFacade.get_initial_design(scenario), "_n_configs", 1) - 1

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 
-def reproducible_model_and_maximizer(facade: Any, scenario: Any) -> tuple[Any, Any]:
-    """``facade``'s default surrogate model and acquisition maximizer, made reproducible."""
-    model = facade.get_model(scenario)
+def reproducible_model_and_maximizer(facade: Any, scenario: Any, **model_options: Any) -> tuple[Any, Any]:
+    """``facade``'s default surrogate model (``model_options`` passed to its ``get_model``) and
+    acquisition maximizer, made reproducible."""
+    model = facade.get_model(scenario, **model_options)
     model._rf_opts["n_jobs"] = 1
     maximizer = facade.get_acquisition_maximizer(scenario)
     local = getattr(maximizer, "_local_search", None)

@@ -63,31 +63,37 @@ def test_a_budget_per_hyperparameter_is_resolved_per_instance():
 
 STUDY = f"""
 name: pooled_tiny
-benchmark: {POOL}
+benchmark: {POOL}+synthetic:boosting
 budget: 4d
 meta:
-  instances: [mlp:{{mlp0}}, mlp:{{mlp1}}, rosenbrock:{{rosen0}}, rosenbrock:{{rosen1}}]
+  instances: [mlp:{{mlp0}}, mlp:{{mlp1}}, rosenbrock:{{rosen0}}, rosenbrock:{{rosen1}}, boosting:{{boost0}},
+              boosting:{{boost1}}]
   restriction: table4
-  trials: 8
+  trials: 12
   seeds: [1]
 output: {{out}}
 """
 
 
 def test_a_pooled_study_meta_optimizes_each_instance_at_its_own_budget(tmp_path, capsys):
+    """Three scenarios: five instance features (reference and indicators), SMAC's model in use after the
+    six designs of its initial design."""
     mlp, rosen = get_benchmark("synthetic:mlp").train_instances, get_benchmark("synthetic:rosenbrock").train_instances
+    boost = get_benchmark("synthetic:boosting").train_instances
     path = tmp_path / "pooled.yaml"
-    path.write_text(STUDY.format(mlp0=mlp[0], mlp1=mlp[1], rosen0=rosen[0], rosen1=rosen[1], out=tmp_path / "out"))
+    path.write_text(STUDY.format(mlp0=mlp[0], mlp1=mlp[1], rosen0=rosen[0], rosen1=rosen[1], boost0=boost[0],
+                                 boost1=boost[1], out=tmp_path / "out"))
     assert main(["study", "run", str(path), "--quiet"]) == 0
     assert "evaluate: skipped (the study has no 'evaluation' section)" in capsys.readouterr().out
     archive = pd.read_csv(tmp_path / "out" / "meta" / "archive.csv")
-    assert len(archive) == 8 and (archive["status"] == "ok").all()
+    assert len(archive) == 12 and (archive["status"] == "ok").all()
     records = [json.loads(p.read_text()) for p in (tmp_path / "out" / "meta" / "runs").glob("*/*/seed-*.json")]
     budgets = {(r["instance"].partition(":")[0], r["summary"]["budget"]) for r in records}
-    assert budgets == {("mlp", 24.0), ("rosenbrock", 20.0)}  # 4 x d of each member
-    assert {r["summary"]["benchmark"] for r in records} == {"synthetic:mlp", "synthetic:rosenbrock"}
+    assert budgets == {("mlp", 24.0), ("rosenbrock", 20.0), ("boosting", 24.0)}  # 4 x d of each member
+    assert {r["summary"]["benchmark"] for r in records} == {"synthetic:mlp", "synthetic:rosenbrock",
+                                                            "synthetic:boosting"}
     star = json.loads((tmp_path / "out" / "meta" / "gamma_star.json").read_text())
-    assert star["n_trials"] == 8 and star["hash"] in set(archive["hash"])
+    assert star["n_trials"] == 12 and star["hash"] in set(archive["hash"])
     # its gamma* is evaluated on one scenario by a study of that scenario
     evaluation = tmp_path / "on_mlp.yaml"
     evaluation.write_text(f"name: on_mlp\nbenchmark: synthetic:mlp\nbudget: 4d\nevaluation:\n"
