@@ -14,7 +14,7 @@ member, after the regret references).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NoReturn, Sequence
 
 from metaopt.benchmarks.base import Benchmark, Evaluation, Problem
 from metaopt.errors import UsageError
@@ -56,7 +56,7 @@ class PooledBenchmark(Benchmark):
             return self._unknown(instance)
         return self.members[scenario], inner
 
-    def _unknown(self, instance: str):
+    def _unknown(self, instance: str) -> NoReturn:
         shown = ", ".join(self.instances[:20]) + (" ..." if len(self.instances) > 20 else "")
         raise UsageError(f"unknown instance {instance!r} for benchmark {self.name}; instances are "
                          f"<scenario>:<instance>, e.g. {shown}")
