@@ -43,8 +43,10 @@ from metaopt.study_spec import load_study  # noqa: E402
 
 PAPERS = {"004": "Smashy (Moosbauer, Binder et al.)", "000": "CFO (Wu, Wang & Huang)",
           "001": "CASH/CAHB (Ivkin et al.)", "002": "Automatic termination (Makarova et al.)",
-          "003": "Cost-aware acquisition (CEI)"}
-"""The papers of ``../shared/papers`` by number, in the page's order (004, the frame, first)."""
+          "003": "Cost-aware acquisition (CEI)", "metaopt": "Beyond the papers: metaopt's own questions"}
+"""The papers of ``../shared/papers`` by number, in the page's order (004, the frame, first), then
+``metaopt``: questions none of the papers asked (RQ12, one design for several scenarios)."""
+PAPERS_ON_DISK = ("000", "001", "002", "003", "004")
 
 
 class ClaimTest(BaseModel):
@@ -59,7 +61,7 @@ class ClaimTest(BaseModel):
 class Claim(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=r"^[a-z0-9_-]+$")
-    paper: Literal["000", "001", "002", "003", "004"]
+    paper: Literal["000", "001", "002", "003", "004", "metaopt"]
     where: str
     """Where in the paper (section, figure, table)."""
     claim: str
@@ -238,7 +240,7 @@ def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures
                      f"{size} | {', '.join(o.claim.studies)} |")
     for paper, title in PAPERS.items():
         chosen = [o for o in outcomes if o.claim.paper == paper]
-        lines += ["", f"## Paper {paper}: {title}"]
+        lines += ["", f"## Paper {paper}: {title}" if paper in PAPERS_ON_DISK else f"## {title}"]
         if not chosen:
             lines += ["", "No claim of this paper is listed yet."]
         for o in chosen:
