@@ -41,12 +41,12 @@ from metaopt.errors import UsageError  # noqa: E402
 from metaopt.store_utils import atomic_write_text  # noqa: E402
 from metaopt.study_spec import load_study  # noqa: E402
 
-PAPERS = {"004": "Smashy (Moosbauer, Binder et al.)", "000": "CFO (Wu, Wang & Huang)",
-          "001": "CASH/CAHB (Ivkin et al.)", "002": "Automatic termination (Makarova et al.)",
-          "003": "Cost-aware acquisition (CEI)", "metaopt": "Beyond the papers: metaopt's own questions"}
-"""The papers of ``../shared/papers`` by number, in the page's order (004, the frame, first), then
-``metaopt``: questions none of the papers asked (RQ12, one design for several scenarios)."""
-PAPERS_ON_DISK = ("000", "001", "002", "003", "004")
+PAPERS = {"004": "Paper 004: Smashy (Moosbauer, Binder et al.)", "000": "Paper 000: CFO (Wu, Wang & Huang)",
+          "001": "Paper 001: CASH/CAHB (Ivkin et al.)", "002": "Paper 002: Automatic termination (Makarova et al.)",
+          "003": "Paper 003: Cost-aware acquisition (CEI)", "metaopt": "Beyond the papers: metaopt's own questions"}
+"""Section headings of the page by a claim's ``paper``, in the page's order: the papers of
+``../shared/papers`` by number (004, the frame, first), then ``metaopt``: questions none of the
+papers asked (RQ12, one design for several scenarios)."""
 
 
 class ClaimTest(BaseModel):
@@ -240,7 +240,7 @@ def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures
                      f"{size} | {', '.join(o.claim.studies)} |")
     for paper, title in PAPERS.items():
         chosen = [o for o in outcomes if o.claim.paper == paper]
-        lines += ["", f"## Paper {paper}: {title}" if paper in PAPERS_ON_DISK else f"## {title}"]
+        lines += ["", f"## {title}"]
         if not chosen:
             lines += ["", "No claim of this paper is listed yet."]
         for o in chosen:

@@ -101,8 +101,7 @@ class StudyContext:
         section or a ``gamma_star_from`` file; none otherwise."""
         if len(self.arms) > 1 or (self.arms and next(iter(self.arms.values())) != self.store):
             return [f"gamma_star:{name}" for name in self.arms]
-        ev = self.study.spec.evaluation
-        return ["gamma_star"] if self.arms or (ev and ev.gamma_star_from) else []
+        return ["gamma_star"] if self.arms or self.gamma_star_from else []
 
     def _check_evaluation(self) -> None:
         """Called by ``__init__``: optimizers and variants, ``gamma_star_from``, ``cost_reference``."""
@@ -188,10 +187,14 @@ class StudyContext:
         return {i: get_reference(self.bench, i) for i in bar}
 
     @property
-    def gamma_star_path(self) -> Path:
+    def gamma_star_from(self) -> str | None:
+        """The study's ``evaluation.gamma_star_from`` (another study's γ* file), None without one."""
         ev = self.study.spec.evaluation
-        source = ev.gamma_star_from if ev else None
-        return Path(source) if source else self.store.gamma_star_json
+        return ev.gamma_star_from if ev else None
+
+    @property
+    def gamma_star_path(self) -> Path:
+        return Path(self.gamma_star_from) if self.gamma_star_from else self.store.gamma_star_json
 
     def gamma_stars(self) -> dict[str, dict[str, Any] | None]:
         """Called by the evaluate and ablate stages: γ* of every meta-optimization by optimizer name
@@ -207,7 +210,7 @@ class StudyContext:
             paths = {f"gamma_star:{name}": arm.gamma_star_json for name, arm in self.arms.items()}
         else:
             paths = {"gamma_star": self.gamma_star_path}
-            if self.gamma_star_path != self.store.gamma_star_json and not paths["gamma_star"].exists():
+            if self.gamma_star_from and not paths["gamma_star"].exists():
                 raise UsageError(f"{self.study.path}: field 'evaluation.gamma_star_from': no such file "
                                  f"{paths['gamma_star']}")
         return {name: validate(_gamma_star_config(path)) if path.exists() else None for name, path in paths.items()}

@@ -51,9 +51,9 @@ class PooledBenchmark(Benchmark):
 
     def owner(self, instance: str) -> tuple[Benchmark, str]:
         """The member benchmark of ``instance`` and the instance's name there."""
+        if str(instance) not in self.instances:
+            self._unknown(instance)
         scenario, _, inner = str(instance).partition(":")
-        if scenario not in self.members or str(instance) not in self.instances:
-            return self._unknown(instance)
         return self.members[scenario], inner
 
     def _unknown(self, instance: str) -> NoReturn:
