@@ -399,7 +399,7 @@ GP_REFIT_GROWTH = Float("gp_refit_growth", (0.0, 1.0), default=0.0)
           description="Gaussian process (Matern 5/2 ARD + noise) with mean and std")
 class GaussianProcess(Surrogate):
     """scikit-learn GP: Constant × Matern(ν = 5/2, one length scale per feature) + White noise
-    (:class:`metaopt.components._gp_kernel.GPKernel`: scikit-learn's kernel with a faster, identical gradient).
+    (:mod:`metaopt.components._gp`: scikit-learn's regressor, its likelihood gradient in closed form).
 
     ``normalize_y`` standardizes the losses, so the kernel bounds are on a unit scale. Hyperparameters
     by maximum likelihood from one start (no restarts, for speed): the previous fit's kernel when this
@@ -429,9 +429,8 @@ class GaussianProcess(Surrogate):
 
     def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
         from sklearn.exceptions import ConvergenceWarning
-        from sklearn.gaussian_process import GaussianProcessRegressor
 
-        from metaopt.components._gp_kernel import GPKernel
+        from metaopt.components._gp import MaternGPRegressor, default_kernel
 
         if len(y) > self.max_points:
             order = np.argsort(y, kind="stable")
@@ -442,10 +441,10 @@ class GaussianProcess(Surrogate):
         p = F.shape[1]
         kernel = self._warm_kernel
         if kernel is None or kernel.k1.k2.length_scale.shape != (p,):
-            kernel, self._optimized_at = GPKernel.default(p), 0
+            kernel, self._optimized_at = default_kernel(p), 0
         optimize = self._optimized_at == 0 or len(y) >= self._optimized_at * (1.0 + self.refit_growth)
-        model = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=0, random_state=_seed(rng),
-                                         optimizer="fmin_l_bfgs_b" if optimize else None)
+        model = MaternGPRegressor(kernel, normalize_y=True, n_restarts_optimizer=0, random_state=_seed(rng),
+                                  optimizer="fmin_l_bfgs_b" if optimize else None)
         with warnings.catch_warnings(), _threadpools().limit(limits=1):
             # Length scales at their bounds (irrelevant features) and L-BFGS iteration limits warn; harmless.
             warnings.simplefilter("ignore", ConvergenceWarning)

@@ -23,7 +23,8 @@ from ConfigSpace.hyperparameters import (
     IntegerHyperparameter,
     OrdinalHyperparameter,
 )
-from ConfigSpace.hyperparameters.distributions import DiscretizedContinuousScipyDistribution
+from ConfigSpace.hyperparameters.distributions import (DiscretizedContinuousScipyDistribution,
+                                                        UnitUniformContinuousDistribution)
 from scipy.stats import uniform
 
 
@@ -138,20 +139,44 @@ class SpaceCodec:
         """:meth:`_sample` for a space without conditions and forbidden clauses.
 
         ConfigSpace then draws rounds of 5 rows (``max(int(0 · missing), 5)``) and rejects none. The
-        draws are taken in the same order (round by round, hyperparameter by hyperparameter); only the
+        draws are taken in the same order (round by round, hyperparameter by hyperparameter), with one
+        call for each run of hyperparameters that draw uniforms (:attr:`_draw_groups`); the
         quantization of integers, an elementwise function, is applied once to all rounds instead of
         once per round (it cost more than the draws).
         """
         rounds = -(-n // 5)
         columns: list[list[np.ndarray]] = [[] for _ in self.names]
         for _ in range(rounds):
-            for i, (quantize, sample) in enumerate(zip(self._quantizers, self._vector_samplers)):
-                columns[i].append(state.uniform(0.0, 1.0, 5) if quantize is not None else sample(5, state))
+            for first, count, sample in self._draw_groups:
+                if sample is None:  # `count` hyperparameters in a row that each draw state.uniform(0, 1, 5)
+                    for i, draws in enumerate(state.uniform(0.0, 1.0, 5 * count).reshape(count, 5), first):
+                        columns[i].append(draws)
+                else:
+                    columns[first].append(sample(5, state))
         matrix = np.empty((rounds * 5, self.dim))
         for i, quantize in enumerate(self._quantizers):
             values = np.concatenate(columns[i])
             matrix[:, i] = quantize(values) if quantize is not None else values
         return matrix[:n]
+
+    @functools.cached_property
+    def _draw_groups(self) -> list[tuple[int, int, Callable[[int, np.random.RandomState], np.ndarray] | None]]:
+        """The hyperparameters in order as (first column, count, sampler): a run of hyperparameters whose
+        draw is ``state.uniform(0, 1, n)`` (quantized uniforms and ConfigSpace's unit-uniform floats)
+        is one group without a sampler, since one call of 5 · count draws takes the same numbers from
+        the stream; any other hyperparameter (categoricals and small integers draw ``randint``) is a
+        group of its own with its ``sample_vector``."""
+        groups: list[tuple[int, int, Callable[[int, np.random.RandomState], np.ndarray] | None]] = []
+        for i, (name, quantize, sample) in enumerate(zip(self.names, self._quantizers, self._vector_samplers)):
+            unit_uniform = quantize is not None or isinstance(self.space[name]._vector_dist,
+                                                              UnitUniformContinuousDistribution)
+            if not unit_uniform:
+                groups.append((i, 1, sample))
+            elif groups and groups[-1][2] is None and groups[-1][0] + groups[-1][1] == i:
+                groups[-1] = (groups[-1][0], groups[-1][1] + 1, None)
+            else:
+                groups.append((i, 1, None))
+        return groups
 
     def to_dicts(self, vectors: np.ndarray) -> list[dict[str, Any]]:
         """Vectors to configuration dicts (active hyperparameters only, plain Python values).

@@ -62,23 +62,6 @@ def test_random_forest_equals_scikit_learn_forest(n, p):
     np.testing.assert_array_equal(std, per_tree.std(axis=0))
 
 
-@pytest.mark.parametrize("n, p", [(1, 1), (2, 3), (60, 8), (333, 22)])
-def test_gp_kernel_equals_scikit_learn_kernel(n, p):
-    from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
-
-    from metaopt.components._gp_kernel import GPKernel
-
-    X = np.random.default_rng(n).random((n, p))
-    theta = np.random.default_rng(p).uniform(-2, 2, p + 2)
-    fast = GPKernel.default(p).clone_with_theta(theta)
-    reference = (ConstantKernel(1.0, (1e-3, 1e3)) * Matern(np.full(p, 0.5), (1e-2, 1e2), nu=2.5)
-                 + WhiteKernel(1e-2, (1e-6, 1.0))).clone_with_theta(theta)
-    (K, gradient), (K_ref, gradient_ref) = fast(X, eval_gradient=True), reference(X, eval_gradient=True)
-    np.testing.assert_array_equal(K, K_ref)
-    np.testing.assert_array_equal(gradient, gradient_ref)
-    assert gradient.strides == gradient_ref.strides  # the likelihood's einsum sees the same layout
-
-
 @pytest.mark.parametrize("n, p, k, categoricals", [(5, 3, 1, 0), (120, 8, 7, 0), (700, 13, 7, 2), (700, 29, 1, 0),
                                                    (700, 1, 7, 34)])
 def test_nearest_indices_equal_scikit_learn_neighbours(n, p, k, categoricals):

@@ -262,6 +262,54 @@ def test_gp_caps_training_points(problem) -> None:
     assert spearmanr(s.predict(Fc)[0], yc)[0] > 0.5
 
 
+@pytest.mark.parametrize("n, p", [(1, 1), (2, 3), (60, 8), (333, 22)])
+def test_gp_likelihood_is_scikit_learns_and_its_gradient_the_same_up_to_rounding(n, p) -> None:
+    """The closed-form gradient (components/_gp.py) against scikit-learn's (n, n, p) contraction, and
+    the likelihood's value, which the optimizer compares between steps, bit for bit."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+
+    from metaopt.components._gp import MaternGPRegressor, default_kernel
+
+    data = np.random.default_rng(n)
+    X, y = data.random((n, p)) * data.uniform(0.1, 10.0, p), data.normal(size=n)
+    ours = MaternGPRegressor(default_kernel(p), normalize_y=True, optimizer=None).fit(X, y)
+    reference = GaussianProcessRegressor(default_kernel(p), normalize_y=True, optimizer=None).fit(X, y)
+    for seed in range(4):
+        theta = np.random.default_rng(seed).uniform(-2.0, 2.0, p + 2)
+        value, gradient = ours.log_marginal_likelihood(theta, eval_gradient=True)
+        expected_value, expected_gradient = reference.log_marginal_likelihood(theta, eval_gradient=True)
+        assert value == expected_value
+        np.testing.assert_allclose(gradient, expected_gradient, rtol=1e-9, atol=1e-9 * np.abs(expected_gradient).max())
+
+
+def test_gp_gradient_matches_finite_differences() -> None:
+    """Independent of scikit-learn's gradient: central differences of the likelihood in θ."""
+    from metaopt.components._gp import MaternGPRegressor, default_kernel
+
+    data = np.random.default_rng(3)
+    X, y = data.random((40, 5)), data.normal(size=40)
+    model = MaternGPRegressor(default_kernel(5), normalize_y=True, optimizer=None).fit(X, y)
+    theta, h = np.array([0.3, -0.5, 0.1, 0.7, -1.0, 0.2, -3.0]), 1e-6
+    _, gradient = model.log_marginal_likelihood(theta, eval_gradient=True)
+    numeric = [(model.log_marginal_likelihood(theta + h * e) - model.log_marginal_likelihood(theta - h * e)) / (2 * h)
+               for e in np.eye(len(theta))]
+    np.testing.assert_allclose(gradient, numeric, rtol=1e-5, atol=1e-6)
+
+
+def test_gp_fit_finds_scikit_learns_kernel(problem) -> None:
+    """The same optimum as scikit-learn's fit, from the same start (rounding may move its last digits)."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+
+    from metaopt.components._gp import MaternGPRegressor, default_kernel
+
+    F, y, _, _ = problem
+    F, y = F[:30], y[:30]
+    ours = MaternGPRegressor(default_kernel(F.shape[1]), normalize_y=True, random_state=0).fit(F, y)
+    reference = GaussianProcessRegressor(default_kernel(F.shape[1]), normalize_y=True, random_state=0).fit(F, y)
+    # An irrelevant feature's length scale sits on a flat ridge of the likelihood: compare θ loosely, the optimum tightly.
+    np.testing.assert_allclose(ours.kernel_.theta, reference.kernel_.theta, atol=1e-3)
+    assert ours.log_marginal_likelihood_value_ == pytest.approx(reference.log_marginal_likelihood_value_, rel=1e-6)
+
 # --- acquisition ----------------------------------------------------------------------------------
 
 MEAN = np.array([0.5, 0.5, 2.0, 0.9])
