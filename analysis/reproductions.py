@@ -23,6 +23,7 @@ instances it wins, and a two-sided Wilcoxon signed-rank test
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -217,10 +218,49 @@ def _means(outcome: Outcome) -> str:
     return ", ".join(f"{name} {means[name]:.3f} ± {se[name]:.3f}" for name in order)
 
 
-def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures_dir: Path) -> list[Outcome]:
-    """Measure every claim and write ``out`` (Markdown) and ``figures_dir/<claim id>.png``; returns the outcomes."""
+def _published(page: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The summary-table row and the section (lines from its anchor on) of every claim on a written page."""
+    rows: dict[str, str] = {}
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in page.read_text(encoding="utf-8").splitlines() if page.exists() else []:
+        row = re.match(r"\| \[([^\]]+)\]\(#\1\) \|", line)
+        anchor = re.fullmatch(r'<a id="([^"]+)"></a>', line)
+        if row:
+            rows[row.group(1)] = line
+        elif anchor:
+            current = sections.setdefault(anchor.group(1), [])
+        elif line.startswith("## "):
+            current = None
+        if current is not None:
+            current.append(line)
+    for lines in sections.values():  # the blank line before the next anchor or heading is the writer's
+        while lines and not lines[-1]:
+            lines.pop()
+    return rows, sections
+
+
+def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures_dir: Path,
+                        only: list[str] | None = None) -> list[Outcome]:
+    """Measure the claims and write ``out`` (Markdown) and ``figures_dir/<claim id>.png``; returns the outcomes.
+
+    With ``only`` (claim ids), those claims are measured and every other claim's row and section are
+    kept as ``out`` has them: a page can be brought up to date one study at a time, on a machine
+    that holds only that study's store.
+    """
     claims = load_claims(claims_path)
-    outcomes = [measure(claim, studies_dir) for claim in claims]
+    known = [c.id for c in claims]
+    if only is not None:
+        unknown = [i for i in only if i not in known]
+        if unknown:
+            raise UsageError(f"--only: unknown claim {unknown[0]!r}; the claims file has {', '.join(known)}")
+    published_rows, published_sections = _published(out) if only is not None else ({}, {})
+    kept = [c.id for c in claims if only is not None and c.id not in only]
+    absent = [i for i in kept if i not in published_rows or i not in published_sections]
+    if absent:
+        raise UsageError(f"--only: {out} has no section of claim {absent[0]!r} to keep; "
+                         "measure it too (add it to --only, or leave --only out)")
+    outcomes = {c.id: measure(c, studies_dir) for c in claims if c.id not in kept}
     figures_dir.mkdir(parents=True, exist_ok=True)
     lines = ["# The papers' claims, reproduced or not",
              "",
@@ -234,16 +274,24 @@ def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures
              "",
              "| claim | paper | verdict | instances × seeds | study |",
              "|---|---|---|---|---|"]
-    for o in outcomes:
+    for claim in claims:
+        o = outcomes.get(claim.id)
+        if o is None:
+            lines.append(published_rows[claim.id])
+            continue
         size = f"{o.instances} × {o.seeds}" if o.pairs is not None else "—"
         lines.append(f"| [{o.claim.id}](#{o.claim.id}) | {o.claim.paper} {o.claim.where} | **{o.verdict}** | "
                      f"{size} | {', '.join(o.claim.studies)} |")
     for paper, title in PAPERS.items():
-        chosen = [o for o in outcomes if o.claim.paper == paper]
+        chosen = [c for c in claims if c.paper == paper]
         lines += ["", f"## {title}"]
         if not chosen:
             lines += ["", "No claim of this paper is listed yet."]
-        for o in chosen:
+        for claim in chosen:
+            o = outcomes.get(claim.id)
+            if o is None:
+                lines += ["", *published_sections[claim.id]]
+                continue
             lines += ["", f'<a id="{o.claim.id}"></a>', f"### {o.claim.id}", "",
                       f"**Claim** ({o.claim.where}): {o.claim.claim}", "",
                       *([f"The paper reports: {o.claim.reported}", ""] if o.claim.reported else []),
@@ -258,4 +306,4 @@ def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures
                       f"(mean ± s.e. over instances): {_means(o)}.", "", *_pair_table(o), "",
                       f"![{o.claim.id}]({figure.relative_to(out.parent).as_posix()})"]
     atomic_write_text(out, "\n".join(lines) + "\n")
-    return outcomes
+    return list(outcomes.values())

@@ -222,8 +222,17 @@ def peer_comparisons(section: dict[str, Any]) -> list[dict[str, Any]]:
                     "n_instances": len(deltas), "peer_s": peer_s, "ours_s": ours_s, "time_ratio": peer_s / ours_s,
                     "peer_regret": peer_r, "ours_regret": ours_r, "regret_delta": float(np.mean(deltas)),
                     "peer_better": sum(d < 0 for d in deltas),
-                    "regret_delta_se": _se(deltas)})
+                    "regret_delta_se": _se(deltas), "p_wilcoxon": _wilcoxon(deltas)})
     return out
+
+
+def _wilcoxon(deltas: list[float]) -> float:
+    """Two-sided Wilcoxon signed-rank p of paired per-instance differences; NaN below 2 instances, 1 if all are 0."""
+    from scipy.stats import wilcoxon
+
+    if len(deltas) < 2:
+        return float("nan")
+    return float(wilcoxon(deltas).pvalue) if any(d != 0 for d in deltas) else 1.0
 
 
 def _delta(c: dict[str, Any]) -> str:
@@ -245,6 +254,7 @@ def _peers(section: dict[str, Any]) -> list[str]:
                      "time vs ours": f"{c['time_ratio']:.2g}×" if c else "",
                      "normalized regret": _mean_se([r["normalized_regret"] for r in runs]),
                      "Δ regret vs ours (± s.e.)": _delta(c) if c else "",
+                     "Wilcoxon p": f"{c['p_wilcoxon']:.2g}" if c and np.isfinite(c["p_wilcoxon"]) else "",
                      "peer better (instances)": f"{c['peer_better']}/{c['n_instances']}" if c else ""})
     status = ", ".join(f"{k}: {v}" for k, v in section["peer_status"].items())
     pairs = ", ".join(f"{p} ↔ {o}" for p, o in section["counterparts"].items())
@@ -253,8 +263,9 @@ def _peers(section: dict[str, Any]) -> list[str]:
             "(mean ± s.e. over instances × seeds; 0 = best known loss, 1 = median random configuration). "
             f"Each peer is compared with one of our presets ({pairs}): `time vs ours` = peer time / our time "
             "(< 1: the peer is faster), `Δ regret` = peer − ours (< 0: the peer is better), paired by (instance, "
-            "seed), averaged over seeds per instance, mean ± s.e. over instances; `peer better` counts the "
-            "instances where the peer's seed-mean regret is lower.", "",
+            "seed), averaged over seeds per instance, mean ± s.e. over instances, with the two-sided Wilcoxon "
+            "signed-rank p of those per-instance differences; `peer better` counts the instances where the "
+            "peer's seed-mean regret is lower.", "",
             f"Peers: {status}.", "", _table(rows), "", *_skipped(section), ""]
 
 
@@ -270,9 +281,12 @@ def _peer_wins(section: dict[str, Any]) -> list[str]:
         if c["regret_delta"] < 0:
             se = c["regret_delta_se"]
             instances = f"{c['n_instances']} instance" + ("s" if c["n_instances"] > 1 else "")
-            noise = ("" if c["n_instances"] >= 3 and -c["regret_delta"] > 2 * se else
+            significant = np.isfinite(c["p_wilcoxon"]) and c["p_wilcoxon"] < 0.05
+            noise = (f" Paired over {instances}: {c['regret_delta']:+.4f} ± {se:.4f}, Wilcoxon p = "
+                     f"{c['p_wilcoxon']:.2g}." if significant else
                      f" On {instances} this is not distinguishable from instance-to-instance variation"
-                     + (f" (difference {c['regret_delta']:+.4f} ± {se:.4f} s.e.)." if np.isfinite(se) else "."))
+                     + (f" (difference {c['regret_delta']:+.4f} ± {se:.4f} s.e., Wilcoxon p = {c['p_wilcoxon']:.2g})."
+                        if np.isfinite(se) else "."))
             wins.append((c["peer"], "quality", c["benchmark"], f"**{where}: lower regret**, {c['peer_regret']:.4f} vs "
                                                f"{c['ours_regret']:.4f} (better on {c['peer_better']} of "
                                                f"{instances}).{noise}"))

@@ -422,15 +422,21 @@ def _add_reproductions_parser(sub: Any) -> None:
                    help="folder of the study files the claims name (default %(default)s)")
     p.add_argument("--out", default="docs/reproductions.md", metavar="FILE", help="default %(default)s")
     p.add_argument("--figures", default="docs/results/reproductions", metavar="DIR", help="default %(default)s")
+    p.add_argument("--only", metavar="IDS", type=lambda text: [i for i in text.split(",") if i],
+                   help="comma-separated claim ids: measure these and keep every other claim as --out has it "
+                        "(to add one study's results on a machine that holds only that study's store)")
     p.set_defaults(func=cmd_reproductions)
 
 
 def cmd_reproductions(args: argparse.Namespace) -> None:
     from metaopt.analysis.reproductions import write_reproductions
 
-    outcomes = write_reproductions(Path(args.claims), Path(args.studies), Path(args.out), Path(args.figures))
+    outcomes = write_reproductions(Path(args.claims), Path(args.studies), Path(args.out), Path(args.figures),
+                                   only=args.only)
     counts = {v: sum(o.verdict == v for o in outcomes) for v in ("reproduced", "mixed", "not reproduced", "not run")}
-    print(f"wrote {args.out}: {len(outcomes)} claims, " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+    kept = " (the others kept as they were)" if args.only is not None else ""
+    print(f"wrote {args.out}: {len(outcomes)} claims measured{kept}, "
+          + ", ".join(f"{n} {v}" for v, n in counts.items()))
 
 
 def _add_importance_parser(sub: Any) -> None:

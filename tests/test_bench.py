@@ -98,6 +98,9 @@ def test_peer_comparison_pairs_runs_and_averages_seeds_per_instance():
     deltas = [0.1, -0.04, -0.04]
     se = (sum((d - sum(deltas) / 3) ** 2 for d in deltas) / 2) ** 0.5 / 3 ** 0.5
     assert abs(c["regret_delta_se"] - se) < 1e-12
+    # the paired test is over instances (seed means), not over runs
+    from scipy.stats import wilcoxon
+    assert c["p_wilcoxon"] == wilcoxon(deltas).pvalue != wilcoxon([0.1, 0.1] + [-0.04] * 4).pvalue
 
 
 def test_a_parallel_speed_up_measured_under_load_is_not_reported():

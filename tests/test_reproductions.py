@@ -80,6 +80,51 @@ def test_verdicts_numbers_and_a_study_not_run(tmp_path):
     assert not (tmp_path / "docs" / "figures" / "needs-another-study.png").exists()
 
 
+def test_only_measures_the_named_claims_and_keeps_the_others_as_published(tmp_path):
+    """A page brought up to date one study at a time: --only measures the named claims; every other
+    claim's row and section stay as the page had them, even where this machine has no store for them."""
+    studies = tmp_path / "studies"
+    studies.mkdir()
+    _study(studies, "base", tmp_path / "results" / "base")
+    _study(studies, "other", tmp_path / "results" / "other")
+    data = np.random.default_rng(0)
+    hb = data.uniform(0.1, 0.2, (12, 2))
+    _results(tmp_path / "results" / "base", {"rs": hb + 0.3, "hb": hb, "bohb": hb - 0.05})
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(CLAIMS)
+    out, figures = tmp_path / "reproductions.md", tmp_path / "figures"
+    write_reproductions(claims, studies, out, figures)
+    first = out.read_text()
+
+    # the base study's store is gone; the other study has now been run
+    (tmp_path / "results" / "base" / "eval" / "results.csv").unlink()
+    _results(tmp_path / "results" / "other", {"cahb": hb, "hb": hb + 0.2})
+    (tmp_path / "results" / "other" / "eval" / "results.csv").write_text(
+        (tmp_path / "results" / "other" / "eval" / "results.csv").read_text().replace("regret@30d", "regret@30dc"))
+    outcomes = write_reproductions(claims, studies, out, figures, only=["needs-another-study"])
+    assert [o.claim.id for o in outcomes] == ["needs-another-study"] and outcomes[0].verdict == "reproduced"
+    page = out.read_text()
+    assert "| [needs-another-study](#needs-another-study) | 001 §6 | **reproduced** | 12 × 2 | other |" in page
+    # the other claims' rows and sections are the first page's, line for line, in the same places
+    for claim in ("rs-loses", "hb-like-bohb"):
+        row = next(line for line in first.splitlines() if line.startswith(f"| [{claim}]"))
+        assert row in page.splitlines()
+        section = first[first.index(f'<a id="{claim}">'):].split("\n<a id=")[0].split("\n## ")[0]
+        assert section in page and section.count("![") == 1
+    assert page.split("## ")[0].count("\n| [") == 3
+    assert "| [rs-loses](#rs-loses) | 004 RQ2 | **reproduced** | 12 × 2 | base |" in page
+    assert page.count("### ") == 3 and page.index("### rs-loses") < page.index("### hb-like-bohb")
+    # and measuring everything again from the same stores gives the same page
+    write_reproductions(claims, studies, out, figures, only=["needs-another-study"])
+    assert out.read_text() == page
+
+    with pytest.raises(UsageError, match="unknown claim 'nope'"):
+        write_reproductions(claims, studies, out, figures, only=["nope"])
+    with pytest.raises(UsageError, match="has no section of claim 'rs-loses' to keep"):
+        write_reproductions(claims, studies, tmp_path / "empty.md", figures, only=["needs-another-study"])
+    assert not (tmp_path / "empty.md").exists()
+
+
 def test_an_alike_verdict_says_how_large_a_difference_it_leaves_open(tmp_path):
     studies = tmp_path / "studies"
     studies.mkdir()
