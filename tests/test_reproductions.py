@@ -51,7 +51,9 @@ CLAIMS = """claims:
 """
 
 
-def test_verdicts_numbers_and_a_study_not_run(tmp_path):
+def _base_study_run(tmp_path: Path) -> tuple[Path, Path, np.ndarray]:
+    """Studies 'base' (run: rs, hb and bohb on 12 instances x 2 seeds) and 'other' (not run), and
+    CLAIMS; returns (studies folder, claims file, hb's regrets)."""
     studies = tmp_path / "studies"
     studies.mkdir()
     _study(studies, "base", tmp_path / "results" / "base")
@@ -61,6 +63,11 @@ def test_verdicts_numbers_and_a_study_not_run(tmp_path):
     _results(tmp_path / "results" / "base", {"rs": hb + 0.3, "hb": hb, "bohb": hb - 0.05 + data.normal(0, 1e-3, hb.shape)})
     claims = tmp_path / "claims.yaml"
     claims.write_text(CLAIMS)
+    return studies, claims, hb
+
+
+def test_verdicts_numbers_and_a_study_not_run(tmp_path):
+    studies, claims, _ = _base_study_run(tmp_path)
     out = tmp_path / "docs" / "reproductions.md"
     outcomes = {o.claim.id: o for o in write_reproductions(claims, studies, out, tmp_path / "docs" / "figures")}
 
@@ -83,15 +90,7 @@ def test_verdicts_numbers_and_a_study_not_run(tmp_path):
 def test_only_measures_the_named_claims_and_keeps_the_others_as_published(tmp_path):
     """A page brought up to date one study at a time: --only measures the named claims; every other
     claim's row and section stay as the page had them, even where this machine has no store for them."""
-    studies = tmp_path / "studies"
-    studies.mkdir()
-    _study(studies, "base", tmp_path / "results" / "base")
-    _study(studies, "other", tmp_path / "results" / "other")
-    data = np.random.default_rng(0)
-    hb = data.uniform(0.1, 0.2, (12, 2))
-    _results(tmp_path / "results" / "base", {"rs": hb + 0.3, "hb": hb, "bohb": hb - 0.05})
-    claims = tmp_path / "claims.yaml"
-    claims.write_text(CLAIMS)
+    studies, claims, hb = _base_study_run(tmp_path)
     out, figures = tmp_path / "reproductions.md", tmp_path / "figures"
     write_reproductions(claims, studies, out, figures)
     first = out.read_text()
