@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,7 +26,31 @@ from ConfigSpace.hyperparameters import (
 )
 from ConfigSpace.hyperparameters.distributions import (DiscretizedContinuousScipyDistribution,
                                                         UnitUniformContinuousDistribution)
+from ConfigSpace.hyperparameters.hp_components import UnitScaler
 from scipy.stats import uniform
+
+
+def to_value(hp: Any, vector: np.ndarray) -> np.ndarray:
+    """``hp.to_value(vector)``, with a log scale's ``exp`` and ``log`` taken from the C library.
+
+    ConfigSpace maps a log-scaled float or integer through ``np.exp``, and numpy computes float64
+    ``exp`` and ``log`` with its own AVX-512 kernels where the CPU has them and with the C library's
+    elsewhere: the two differ in the last bit for about 5% of arguments. A value one bit apart is
+    another configuration to anything that hashes values (the synthetic benchmarks' noise) or
+    compares them, so the same run came out differently on an AVX-512 machine. Scalar ``math.exp``
+    and ``math.log`` are the C library's on every machine, which is what numpy computes without
+    AVX-512: the values below are ConfigSpace's there (``scale``, then ``exp``, then clipping or
+    rounding, as ``UnitScaler.to_value``), and the same on every machine.
+    """
+    scaler = getattr(hp, "_transformer", None)
+    if not isinstance(scaler, UnitScaler) or not scaler.log:
+        return hp.to_value(vector)
+    lower, upper = math.log(scaler._lower_value_f64), math.log(scaler._upper_value_f64)
+    scaled = vector * (upper - lower) + lower  # ConfigSpace.functional.scale
+    unchecked = np.array([math.exp(x) for x in scaled.tolist()], dtype=np.float64).reshape(vector.shape)
+    if np.issubdtype(scaler.dtype, np.integer):
+        return unchecked.round().astype(scaler.dtype)
+    return np.clip(unchecked, scaler._lower_value_f64, scaler._upper_value_f64, dtype=scaler.dtype)
 
 
 def _native(value: Any) -> Any:
@@ -189,7 +214,7 @@ class SpaceCodec:
         columns: list[tuple[str, np.ndarray, list[Any]]] = []
         for j, name in enumerate(self.names):
             active = ~np.isnan(X[:, j])
-            values = [_native(v) for v in self.space[name].to_value(X[active, j])] if active.any() else []
+            values = [_native(v) for v in to_value(self.space[name], X[active, j])] if active.any() else []
             full: list[Any] = [None] * len(X)
             for i, v in zip(np.flatnonzero(active), values):
                 full[i] = v

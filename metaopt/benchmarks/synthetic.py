@@ -42,11 +42,12 @@ sub-function applies. The loss at fidelity r in [r_min, r_max] is
   because a calibration on another CPU may differ from it by rounding errors (about 1e-13
   relative, see ``GAP_RTOL`` there); the shipped constants make every instance exact.
 
-Evaluation itself uses numpy's exp/log/cos/expm1/power, whose last bit may differ between CPUs
-(numpy picks vector kernels by CPU feature), so losses agree across machines to about 1e-15
-relative, not bitwise; on one machine they are bitwise deterministic and batch independent.
-The optimum's values are rounded to 8 significant digits (exact everywhere); its unit
-coordinates ``u*_b`` pass through np.log and share the last-bit caveat.
+Evaluation takes exp, log, expm1, log1p and pow from the C library (Python's math module, element
+by element): numpy's own AVX-512 kernels for them differ from the C library's in the last bit,
+and the noise hashes values, so one bit was another loss. With them, and cos (the same in numpy's
+kernels as in the C library), losses are the same bits on every machine, bitwise deterministic
+and batch independent (tests/test_synthetic.py runs whole studies' optimizers under every vector
+kernel level of the CPU). The optimum's values are rounded to 8 significant digits.
 
 Hence the full-fidelity minimum is exactly ``y*`` (:meth:`SyntheticBenchmark.best_known`),
 reached at :meth:`SyntheticBenchmark.optimum_config`. The cost is a simulated runtime in seconds,
@@ -73,6 +74,24 @@ N_INSTANCES = 24
 N_TRAIN = 6
 
 
+def _elementwise(f: Callable[..., float]) -> Callable[..., np.ndarray]:
+    """``f`` of Python's math module applied element by element (broadcasting its arguments).
+
+    numpy computes float64 exp, log, expm1, log1p and power with its own AVX-512 kernels where the
+    CPU has them and with the C library's elsewhere; they differ in the last bit for a few percent
+    of arguments. The math module's functions are the C library's on every machine, so evaluation
+    gives the same bits everywhere (and the same as numpy without AVX-512).
+    """
+    def apply(*args: Any) -> np.ndarray:
+        arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in args))
+        flat = [a.ravel().tolist() for a in arrays]
+        return np.fromiter(map(f, *flat), dtype=np.float64, count=arrays[0].size).reshape(arrays[0].shape)
+    return apply
+
+
+_exp, _log, _expm1, _log1p, _pow = map(_elementwise, (math.exp, math.log, math.expm1, math.log1p, math.pow))
+
+
 @dataclass(frozen=True)
 class _Param(ParamSpec):
     """One hyperparameter. Non-empty ``choices`` makes it the family's categorical branch."""
@@ -82,11 +101,11 @@ class _Param(ParamSpec):
 
     def to_unit(self, v: np.ndarray) -> np.ndarray:
         if self.log:
-            return np.log(v / self.lower) / np.log(self.upper / self.lower)
+            return _log(v / self.lower) / _log(self.upper / self.lower)
         return (v - self.lower) / (self.upper - self.lower)
 
     def from_unit(self, u: np.ndarray) -> np.ndarray:
-        v = self.lower * (self.upper / self.lower) ** u if self.log else self.lower + u * (self.upper - self.lower)
+        v = self.lower * _pow(self.upper / self.lower, u) if self.log else self.lower + u * (self.upper - self.lower)
         return np.round(v) if self.integer else v
 
 
@@ -148,27 +167,27 @@ def _rosenbrock(z: np.ndarray) -> np.ndarray:
     """log(1 + Rosenbrock(1 + z)): a curved, ill-conditioned valley, minimum 0 at z = 0."""
     w = 1.0 + z
     terms = 100.0 * (w[:, 1:] - w[:, :-1] ** 2) ** 2 + (1.0 - w[:, :-1]) ** 2
-    return np.log1p(terms.sum(axis=1))
+    return _log1p(terms.sum(axis=1))
 
 
 def _rippled_bowl(z: np.ndarray) -> np.ndarray:
     """0.6 (1 - exp(-mean z^2)) + 0.03 mean(1 - cos(2 pi z)): saturating bowl with local minima."""
-    return 0.6 * -np.expm1(-np.mean(z**2, axis=1)) + 0.03 * np.mean(1.0 - np.cos(2 * np.pi * z), axis=1)
+    return 0.6 * -_expm1(-np.mean(z**2, axis=1)) + 0.03 * np.mean(1.0 - np.cos(2 * np.pi * z), axis=1)
 
 
 def _bowl(z: np.ndarray) -> np.ndarray:
     """0.6 (1 - exp(-mean z^2)): a saturating bowl (ill-conditioned through the wide scale range)."""
-    return 0.6 * -np.expm1(-np.mean(z**2, axis=1))
+    return 0.6 * -_expm1(-np.mean(z**2, axis=1))
 
 
 def _rosenbrock_curve(x: _Batch) -> tuple[np.ndarray, np.ndarray]:
     """w = exp(2 (u_x0 - u_x1)), a = 0.5 + u_x2."""
-    return np.exp(2.0 * (x.unit["x0"] - x.unit["x1"])), 0.5 + x.unit["x2"]
+    return _exp(2.0 * (x.unit["x0"] - x.unit["x1"])), 0.5 + x.unit["x2"]
 
 
 def _rosenbrock_cost(x: _Batch, r: np.ndarray) -> np.ndarray:
     """runtime = 0.1 r 1000^((u_x0 + u_x1) / 2) seconds: from 0.1 r to 100 r."""
-    return 0.1 * r * 1000.0 ** ((x.unit["x0"] + x.unit["x1"]) / 2)
+    return 0.1 * r * _pow(1000.0, (x.unit["x0"] + x.unit["x1"]) / 2)
 
 
 def _mlp_curve(x: _Batch) -> tuple[np.ndarray, np.ndarray]:
@@ -177,7 +196,7 @@ def _mlp_curve(x: _Batch) -> tuple[np.ndarray, np.ndarray]:
     w = exp(u_layers + u_units + u_dropout - 2 u_lr), a = 0.3 + 1.2 u_lr.
     """
     u = x.unit
-    w = np.exp(u["num_layers"] + u["units"] + u["dropout"] - 2.0 * u["learning_rate"])
+    w = _exp(u["num_layers"] + u["units"] + u["dropout"] - 2.0 * u["learning_rate"])
     return w, 0.3 + 1.2 * u["learning_rate"]
 
 
@@ -192,7 +211,7 @@ def _boosting_curve(x: _Batch) -> tuple[np.ndarray, np.ndarray]:
     w = exp(u_nrounds + u_max_depth - u_lambda), a = 0.4 + 0.4 u_eta.
     """
     u = x.unit
-    return np.exp(u["nrounds"] + u["max_depth"] - u["lambda"]), 0.4 + 0.4 * u["eta"]
+    return _exp(u["nrounds"] + u["max_depth"] - u["lambda"]), 0.4 + 0.4 * u["eta"]
 
 
 def _boosting_cost(x: _Batch, r: np.ndarray) -> np.ndarray:
@@ -497,7 +516,7 @@ class SyntheticBenchmark(Benchmark):
 
         w, a = fam.curve(x)
         fid = self.fidelity
-        h = np.expm1(-a * np.log(r / fid.r_max)) / np.expm1(-a * np.log(fid.r_min / fid.r_max))
+        h = _expm1(-a * _log(r / fid.r_max)) / _expm1(-a * _log(fid.r_min / fid.r_max))
         loss = inst.best + _excess(fam, inst.branches, x) + h * inst.gap * (w + 0.1 * _noise(x, r, inst.seed))
         cost = fam.cost(x, r)
         return Evaluation(loss=loss, cost=cost, targets={self.loss_name: loss, self.cost_name: cost})
