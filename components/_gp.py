@@ -15,8 +15,8 @@ D_k,ij = (z_ik − z_jk)², z = x / ℓ), and M = c W ∘ G:
 
 (the middle line expands the square and uses M's symmetry; Z is centred per column first, which
 changes no difference and keeps the two terms small). Same numbers as scikit-learn's up to
-floating-point rounding (tests/test_gp.py checks the value bit for bit and the gradient to 1e-9),
-in O(n²p + n³) time without the (n, n, p) temporaries, so L-BFGS takes steps that differ from
+floating-point rounding (tests/test_surrogates.py checks the value bit for bit and the gradient to
+1e-9), in O(n²p + n³) time without the (n, n, p) temporaries, so L-BFGS takes steps that differ from
 scikit-learn's in the last bits: the speed-up is not bit-exact, and its regret effect is measured
 (docs/benchmarks.md). A library doing this does not exist for scikit-learn's GP; GPyTorch and
 GPflow would compute it by automatic differentiation but bring a deep-learning framework along.

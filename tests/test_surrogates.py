@@ -306,7 +306,8 @@ def test_gp_fit_finds_scikit_learns_kernel(problem) -> None:
     F, y = F[:30], y[:30]
     ours = MaternGPRegressor(default_kernel(F.shape[1]), normalize_y=True, random_state=0).fit(F, y)
     reference = GaussianProcessRegressor(default_kernel(F.shape[1]), normalize_y=True, random_state=0).fit(F, y)
-    # An irrelevant feature's length scale sits on a flat ridge of the likelihood: compare θ loosely, the optimum tightly.
+    # An irrelevant feature's length scale sits on a flat ridge of the likelihood:
+    # compare θ loosely, the optimum tightly.
     np.testing.assert_allclose(ours.kernel_.theta, reference.kernel_.theta, atol=1e-3)
     assert ours.log_marginal_likelihood_value_ == pytest.approx(reference.log_marginal_likelihood_value_, rel=1e-6)
 

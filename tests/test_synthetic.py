@@ -308,7 +308,8 @@ problem = bench.problem("3")
 reference = get_reference(bench, "3")
 traces = {{}}
 for name in {optimizers!r}:
-    result = run(get_preset(name).config(problem.fidelity), problem, 1, Budget.parse("10d", problem.d), reference=reference)
+    config = get_preset(name).config(problem.fidelity)
+    result = run(config, problem, 1, Budget.parse("10d", problem.d), reference=reference)
     traces[name] = result.trace.to_csv(index=False)
 print(json.dumps(traces))
 """
