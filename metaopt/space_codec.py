@@ -29,28 +29,27 @@ from ConfigSpace.hyperparameters.distributions import (DiscretizedContinuousScip
 from ConfigSpace.hyperparameters.hp_components import UnitScaler
 from scipy.stats import uniform
 
+from metaopt.libm import exp as libm_exp
+
 
 def to_value(hp: Any, vector: np.ndarray) -> np.ndarray:
     """``hp.to_value(vector)``, with a log scale's ``exp`` and ``log`` taken from the C library.
 
-    ConfigSpace maps a log-scaled float or integer through ``np.exp``, and numpy computes float64
-    ``exp`` and ``log`` with its own AVX-512 kernels where the CPU has them and with the C library's
-    elsewhere: the two differ in the last bit for about 5% of arguments. A value one bit apart is
-    another configuration to anything that hashes values (the synthetic benchmarks' noise) or
-    compares them, so the same run came out differently on an AVX-512 machine. Scalar ``math.exp``
-    and ``math.log`` are the C library's on every machine, which is what numpy computes without
-    AVX-512: the values below are ConfigSpace's there (``scale``, then ``exp``, then clipping or
-    rounding, as ``UnitScaler.to_value``), and the same on every machine.
+    ConfigSpace maps a log-scaled float or integer through ``np.exp``, whose last bit depends on the
+    CPU (:mod:`metaopt.libm`). A value one bit apart is another configuration to anything that hashes
+    values (the synthetic benchmarks' noise) or compares them, so the same run came out differently
+    on an AVX-512 machine. The values below are ConfigSpace's on a CPU without AVX-512 (``scale``,
+    then ``exp``, then clipping or rounding, as ``UnitScaler.to_value``), on every machine.
     """
     scaler = getattr(hp, "_transformer", None)
     if not isinstance(scaler, UnitScaler) or not scaler.log:
         return hp.to_value(vector)
-    lower, upper = math.log(scaler._lower_value_f64), math.log(scaler._upper_value_f64)
-    scaled = vector * (upper - lower) + lower  # ConfigSpace.functional.scale
-    unchecked = np.array([math.exp(x) for x in scaled.tolist()], dtype=np.float64).reshape(vector.shape)
+    lower, upper = float(scaler.lower_value), float(scaler.upper_value)
+    scaled = vector * (math.log(upper) - math.log(lower)) + math.log(lower)  # ConfigSpace.functional.scale
+    unchecked = libm_exp(scaled)
     if np.issubdtype(scaler.dtype, np.integer):
         return unchecked.round().astype(scaler.dtype)
-    return np.clip(unchecked, scaler._lower_value_f64, scaler._upper_value_f64, dtype=scaler.dtype)
+    return np.clip(unchecked, lower, upper, dtype=scaler.dtype)
 
 
 def _native(value: Any) -> Any:
@@ -197,7 +196,7 @@ class SpaceCodec:
                                                               UnitUniformContinuousDistribution)
             if not unit_uniform:
                 groups.append((i, 1, sample))
-            elif groups and groups[-1][2] is None and groups[-1][0] + groups[-1][1] == i:
+            elif groups and groups[-1][2] is None:  # the previous group ends at column i - 1
                 groups[-1] = (groups[-1][0], groups[-1][1] + 1, None)
             else:
                 groups.append((i, 1, None))

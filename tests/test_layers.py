@@ -29,7 +29,7 @@ import pytest
 ROOT = "metaopt"
 """The package root: matched only by its own name (not as a prefix of every module)."""
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("core", ("metaopt.errors", "metaopt.budget", "metaopt.space_codec", "metaopt.archive",
+    ("core", ("metaopt.errors", "metaopt.libm", "metaopt.budget", "metaopt.space_codec", "metaopt.archive",
               "metaopt.registry", "metaopt.benchmarks", "metaopt.store_utils", "metaopt.executor",
               "metaopt.smac_utils", "metaopt.features", "metaopt.references", "metaopt.context",
               "metaopt.run_io", "metaopt.meta_archive", "metaopt.study_spec", "metaopt.store")),

@@ -42,9 +42,9 @@ sub-function applies. The loss at fidelity r in [r_min, r_max] is
   because a calibration on another CPU may differ from it by rounding errors (about 1e-13
   relative, see ``GAP_RTOL`` there); the shipped constants make every instance exact.
 
-Evaluation takes exp, log, expm1, log1p and pow from the C library (Python's math module, element
-by element): numpy's own AVX-512 kernels for them differ from the C library's in the last bit,
-and the noise hashes values, so one bit was another loss. With them, and cos (the same in numpy's
+Evaluation takes exp, log, expm1, log1p and pow from the C library (:mod:`metaopt.libm`): numpy's
+own AVX-512 kernels for them differ from the C library's in the last bit, and the noise hashes
+values, so one bit was another loss. With them, and cos (the same in numpy's
 kernels as in the C library), losses are the same bits on every machine, bitwise deterministic
 and batch independent (tests/test_synthetic.py runs whole studies' optimizers under every vector
 kernel level of the CPU). The optimum's values are rounded to 8 significant digits.
@@ -69,27 +69,12 @@ from ConfigSpace import ConfigurationSpace, EqualsCondition
 from metaopt.benchmarks.base import Benchmark, Evaluation, Fidelity, ParamSpec, split_instances
 from metaopt.benchmarks.synthetic_gaps import GAPS
 from metaopt.errors import UsageError
+from metaopt.libm import exp as _exp, expm1 as _expm1, log as _log, log1p as _log1p, power as _pow
 
 N_INSTANCES = 24
 N_TRAIN = 6
 
 
-def _elementwise(f: Callable[..., float]) -> Callable[..., np.ndarray]:
-    """``f`` of Python's math module applied element by element (broadcasting its arguments).
-
-    numpy computes float64 exp, log, expm1, log1p and power with its own AVX-512 kernels where the
-    CPU has them and with the C library's elsewhere; they differ in the last bit for a few percent
-    of arguments. The math module's functions are the C library's on every machine, so evaluation
-    gives the same bits everywhere (and the same as numpy without AVX-512).
-    """
-    def apply(*args: Any) -> np.ndarray:
-        arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in args))
-        flat = [a.ravel().tolist() for a in arrays]
-        return np.fromiter(map(f, *flat), dtype=np.float64, count=arrays[0].size).reshape(arrays[0].shape)
-    return apply
-
-
-_exp, _log, _expm1, _log1p, _pow = map(_elementwise, (math.exp, math.log, math.expm1, math.log1p, math.pow))
 
 
 @dataclass(frozen=True)
