@@ -9,7 +9,7 @@ from the archive in the :class:`ProposalContext`; it must draw only from ``ctx.r
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -58,6 +58,16 @@ class Proposal(ABC):
         Every random draw must come from ``ctx.rng``, the run's one generator.
         """
 
+    def wired(self, sampler: Sampler, filter: Filter, scorer: Scorer | None) -> "Proposal":
+        """The strategy drawing from ``sampler`` and filtering with ``filter`` (and ``scorer``, for a
+        filter with a surrogate).
+
+        Called once, by :meth:`metaopt.loop.Optimizer.from_config`, for strategies that declare
+        ``uses_sampler_and_filter``, with the components the configuration selects. Returns the
+        strategy to run (a new object or this one).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not use a sampler and filter")
+
 
 @register("proposals", "sample_filter",
           description="sample from the generating distribution, keep what the surrogate filter ranks best")
@@ -70,6 +80,9 @@ class SampleAndFilter(Proposal):
     sampler: Sampler | None = None
     filter: Filter | None = None
     scorer: Scorer | None = None
+
+    def wired(self, sampler: Sampler, filter: Filter, scorer: Scorer | None) -> "SampleAndFilter":
+        return replace(self, sampler=sampler, filter=filter, scorer=scorer)
 
     def propose(self, n: int, ctx: ProposalContext) -> np.ndarray:
         sampler = self.sampler or UniformSampler()

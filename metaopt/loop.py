@@ -44,7 +44,7 @@ from metaopt.components.cost_models import CostModel, LogLinearCostModel
 from metaopt.components.filters import Scorer
 from metaopt.components.fidelity_schedules import BracketPlan, FidelitySchedule, Stage, fill_by_cost
 from metaopt.components.promotion import PromotionRule, Rung
-from metaopt.components.proposals import Proposal, SampleAndFilter
+from metaopt.components.proposals import Proposal
 from metaopt.components.stopping import BudgetRule, StoppingRule
 from metaopt.archive import Archive
 from metaopt.benchmarks.base import Problem
@@ -93,23 +93,24 @@ class Optimizer:
     def from_config(cls, config: Mapping[str, Any]) -> "Optimizer":
         """Build the components γ = ``config`` selects (validated, defaults filled in) for one run.
 
-        Each chosen component is built from the registry with its hyperparameters; the proposal
-        ``sample_filter`` is then wired to the chosen sampler, filter and, for a filter with
-        ``uses_surrogate``, a :class:`Scorer` (surrogate, acquisition, cost penalty and model).
+        Each chosen component is built from the registry with its hyperparameters; a proposal that
+        ``uses_sampler_and_filter`` (``sample_filter``, ``cfo_then_filter``) is then wired to the chosen
+        sampler, filter and, for a filter with ``uses_surrogate``, a :class:`Scorer` (surrogate,
+        acquisition, cost penalty and model).
         """
         gamma = validate(config)
         chosen = select(gamma)
         built = {cat: chosen.build(cat, gamma) for cat in chosen.components}
         penalty_cost_model = built.get("cost_models")
         proposal = built["proposals"]
-        if isinstance(proposal, SampleAndFilter):
+        if proposal.uses_sampler_and_filter:
             proposal_filter = built["filters"]
             scorer = None
             if proposal_filter.uses_surrogate:
                 scorer = Scorer(built["surrogates"], built["acquisitions"], proposal_filter.predict_at_max_fidelity,
                                 cost_penalty=built.get("cost_penalties"), cost_model=penalty_cost_model,
                                 target=proposal_filter.target)
-            proposal = replace(proposal, sampler=built["samplers"], filter=proposal_filter, scorer=scorer)
+            proposal = proposal.wired(built["samplers"], proposal_filter, scorer)
         return cls(
             config=gamma,
             schedule=built["fidelity_schedules"],

@@ -62,8 +62,8 @@ def test_conditions_come_from_the_components_attributes():
     """What each category depends on, as the components declare it (and as the design space had it
     when these were lists of names)."""
     expected = {
-        "samplers": ("proposal", ("sample_filter",)),
-        "filters": ("proposal", ("sample_filter",)),
+        "samplers": ("proposal", ("sample_filter", "cfo_then_filter")),
+        "filters": ("proposal", ("sample_filter", "cfo_then_filter")),
         "surrogates": ("filter_method", ("tournament", "progressive", "local_random")),
         "acquisitions": ("filter_method", ("tournament", "progressive", "local_random")),
         "cost_penalties": ("acquisition", ("ei",)),
@@ -80,7 +80,7 @@ def test_conditions_come_from_the_components_attributes():
 
 def test_forbidden_combinations_come_from_the_components_attributes():
     assert forbidden_rules() == [
-        (("proposal", ("cfo",)), ("fidelity_schedule", ("equal", "sh", "hb", "cahb"))),
+        (("proposal", ("cfo", "cfo_then_filter")), ("fidelity_schedule", ("equal", "sh", "hb", "cahb"))),
         (("cost_penalty", ("eipu", "ei_alpha", "ei_cool", "cei")), ("surrogate", ("knn1", "kknn7", "tpe"))),
     ]
     assert names_declaring("surrogates", "has_std") == ("rf", "gp")
