@@ -11,12 +11,14 @@ only some stds are 0, EI and PI use their exact σ → 0 limits, max(y_best − 
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 
 import numpy as np
 from ConfigSpace import Float
 from scipy.stats import norm
 
+from metaopt import libm
 from metaopt.registry import category_base, register
 
 
@@ -82,8 +84,11 @@ def log_expected_improvement(mean: np.ndarray, std: np.ndarray, y_best: float) -
     mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
     safe = np.where(std > 0, std, 1.0)
     v = (y_best - mean) / safe
-    ei = np.exp(y_best) * norm.cdf(v) - np.exp(mean + 0.5 * safe**2) * norm.cdf(v - safe)
-    return np.where(std > 0, np.maximum(ei, 0.0), np.maximum(np.exp(y_best) - np.exp(mean), 0.0))
+    # exp from the C library (metaopt.libm): numpy's AVX-512 exp differs in the last bit, and a last
+    # bit here can reorder near-equal candidates, i.e. change the run.
+    best = math.exp(y_best)
+    ei = best * norm.cdf(v) - libm.exp(mean + 0.5 * safe**2) * norm.cdf(v - safe)
+    return np.where(std > 0, np.maximum(ei, 0.0), np.maximum(best - libm.exp(mean), 0.0))
 
 
 @register("acquisitions", "mean", description="the predicted loss itself (Smashy's filtering)")

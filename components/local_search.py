@@ -221,7 +221,9 @@ class CFO(Proposal):
         """u uniform on the unit sphere of the moved coordinates (zero elsewhere)."""
         g = rng.standard_normal(self.d)
         u = np.zeros(self.codec.dim)
-        u[self._moved] = g / np.linalg.norm(g)
+        # The norm as a correctly rounded sum (math.fsum), not np.linalg.norm: that is BLAS's dot, whose
+        # summation order (and use of FMA) depends on the CPU's kernel, so a direction's last bits did.
+        u[self._moved] = g / math.sqrt(math.fsum(g * g))
         return u
 
     def _begin_round(self, start: Point) -> None:

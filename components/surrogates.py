@@ -22,9 +22,9 @@ from abc import ABC, abstractmethod
 import numpy as np
 from threadpoolctl import ThreadpoolController
 from scipy.spatial.distance import cdist
-from scipy.special import logsumexp
 from ConfigSpace import Categorical, Float, Integer
 
+from metaopt import libm
 from metaopt.features import ONE_HOT
 from metaopt.registry import category_base, register
 
@@ -251,7 +251,7 @@ def samworth_weights(k: int, q: int) -> np.ndarray:
     """
     i = np.arange(1, k + 1, dtype=float)
     a = 1.0 + 2.0 / q
-    w = (1.0 + q / 2.0 - q / (2.0 * k ** (2.0 / q)) * (i**a - (i - 1.0) ** a)) / k
+    w = (1.0 + q / 2.0 - q / (2.0 * k ** (2.0 / q)) * (libm.power(i, a) - libm.power(i - 1.0, a))) / k
     return w / w.sum()  # already sums to 1 analytically; renormalize against rounding
 
 
@@ -271,6 +271,19 @@ class KKNN7(Surrogate):
         return self._y[idx] @ self._weights, None
 
 
+def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
+    """log Σ_j exp(a_ij) per row, as scipy's ``logsumexp(a, axis=1)`` (shift by the row maximum) but with
+    the C library's exp and log (:mod:`metaopt.libm`): scipy's go through numpy's, whose AVX-512
+    kernels differ in the last bit, which can reorder near-equal candidates."""
+    top = a.max(axis=1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    total = libm.exp(a - top).sum(axis=1)
+    out = np.full(len(a), -np.inf)
+    positive = total > 0
+    out[positive] = libm.log(total[positive]) + top[positive, 0]
+    return out
+
+
 class _ProductGaussianKDE:
     """Product-Gaussian kernel density with normal-reference bandwidths, evaluated in log space.
 
@@ -284,12 +297,12 @@ class _ProductGaussianKDE:
         n, q = Z.shape
         self.h = np.maximum(1.06 * Z.std(axis=0) * n ** (-1.0 / (q + 4)), self.MIN_BANDWIDTH)
         self.centers = Z / self.h
-        self.log_norm = -math.log(n) - np.log(self.h).sum() - 0.5 * q * math.log(2 * math.pi)
+        self.log_norm = -math.log(n) - libm.log(self.h).sum() - 0.5 * q * math.log(2 * math.pi)
 
     def log_density(self, Z: np.ndarray) -> np.ndarray:
         # cdist computes differences directly (no |a|^2 + |b|^2 - 2ab cancellation at tiny bandwidths).
         d2 = cdist(Z / self.h, self.centers, "sqeuclidean")
-        return logsumexp(-0.5 * d2, axis=1) + self.log_norm
+        return _logsumexp_rows(-0.5 * d2) + self.log_norm
 
 
 @register("surrogates", "tpe", description="TPE/BOHB density ratio: -log(l(x)/g(x)) of good vs bad KDEs")

@@ -24,6 +24,7 @@ import math
 import numpy as np
 from ConfigSpace.hyperparameters import CategoricalHyperparameter
 
+from metaopt import libm
 from metaopt.benchmarks.base import Fidelity
 from metaopt.space_codec import SpaceCodec
 
@@ -90,5 +91,7 @@ class FeatureEncoder:
         numeric[np.isnan(numeric)] = INACTIVE
         # NaN (inactive) never equals a code, so an inactive categorical is all zeros.
         one_hot = (X[:, self._cat_cols] == self._cat_codes) * ONE_HOT
-        fid = (np.log(r) - self._log_r_min) / self._log_r_range
+        # log r from the C library (numpy's AVX-512 log differs in the last bit), once per distinct fidelity
+        levels, where = np.unique(r, return_inverse=True)
+        fid = (libm.log(levels)[where.reshape(-1)] - self._log_r_min) / self._log_r_range
         return np.concatenate([numeric, one_hot, fid[:, None]], axis=1)
