@@ -18,7 +18,7 @@ import numpy as np
 from ConfigSpace import Float
 from scipy.stats import norm
 
-from metaopt import libm
+from metaopt.libm import exp as libm_exp
 from metaopt.registry import category_base, register
 
 
@@ -87,8 +87,8 @@ def log_expected_improvement(mean: np.ndarray, std: np.ndarray, y_best: float) -
     # exp from the C library (metaopt.libm): numpy's AVX-512 exp differs in the last bit, and a last
     # bit here can reorder near-equal candidates, i.e. change the run.
     best = math.exp(y_best)
-    ei = best * norm.cdf(v) - libm.exp(mean + 0.5 * safe**2) * norm.cdf(v - safe)
-    return np.where(std > 0, np.maximum(ei, 0.0), np.maximum(best - libm.exp(mean), 0.0))
+    ei = best * norm.cdf(v) - libm_exp(mean + 0.5 * safe**2) * norm.cdf(v - safe)
+    return np.where(std > 0, np.maximum(ei, 0.0), np.maximum(best - libm_exp(mean), 0.0))
 
 
 @register("acquisitions", "mean", description="the predicted loss itself (Smashy's filtering)")

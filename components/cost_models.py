@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from metaopt import libm
+from metaopt.libm import exp as libm_exp, log as libm_log
 from metaopt.components.surrogates import GaussianProcess, RandomForest, Surrogate, Prediction
 from metaopt.registry import category_base, register
 
@@ -61,7 +61,7 @@ class CostModel:
         at ``MIN_COST`` before the log. Every random draw comes from ``rng``, the run's generator.
         """
         cost = np.asarray(cost, dtype=float)
-        self.regressor.fit(F, libm.log(np.maximum(cost, MIN_COST)), rng)
+        self.regressor.fit(F, libm_log(np.maximum(cost, MIN_COST)), rng)
         self._fitted = len(cost) > 0
         return self
 
@@ -71,7 +71,7 @@ class CostModel:
         if not self._fitted:
             return np.ones(len(F))
         mean, _ = self.regressor.predict(F)
-        return libm.exp(mean)
+        return libm_exp(mean)
 
 
 @register("cost_models", "loglinear", description="ridge regression of log cost on the features (paper 003's choice)")

@@ -33,7 +33,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 from ConfigSpace import Float
 
-from metaopt import libm
+from metaopt.libm import power as libm_power
 from metaopt.components.cost_models import MIN_COST
 from metaopt.registry import category_base, register
 
@@ -82,7 +82,7 @@ class _EIOverCost(CostPenalty):
 
 def ei_per_cost(ei: np.ndarray, cost: np.ndarray, alpha: float) -> np.ndarray:
     """The score −EI / c^α."""
-    return -ei / libm.power(cost, alpha)  # the C library's pow: the same bits on every CPU
+    return -ei / libm_power(cost, alpha)  # the C library's pow: the same bits on every CPU
 
 
 @register("cost_penalties", "none", description="no cost penalty: rank by the acquisition alone")

@@ -34,7 +34,7 @@ import numpy as np
 from ConfigSpace import Categorical, Float, Integer
 from scipy.stats import rankdata
 
-from metaopt import libm
+from metaopt.libm import log as libm_log
 from metaopt.components.acquisition import Acquisition, expected_improvement, has_uncertainty
 from metaopt.components.cost_models import CostModel
 from metaopt.components.cost_penalties import CostPenalty
@@ -89,7 +89,7 @@ def target_transform(loss: np.ndarray, kind: str) -> tuple[np.ndarray, Callable[
     out = np.full(len(loss), np.nan)
     if kind == "log":
         lo = float(y.min()) - 0.01 * (float(np.ptp(y)) or max(abs(float(y.min())), 1.0))
-        out[finite] = libm.log(y - lo)  # the C library's log: the same bits on every CPU
+        out[finite] = libm_log(y - lo)  # the C library's log: the same bits on every CPU
         return out, lambda value: math.log(max(value - lo, 1e-300))
     if kind == "rank":
         out[finite] = rankdata(y) / len(y)

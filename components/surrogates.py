@@ -24,7 +24,7 @@ from threadpoolctl import ThreadpoolController
 from scipy.spatial.distance import cdist
 from ConfigSpace import Categorical, Float, Integer
 
-from metaopt import libm
+from metaopt.libm import exp as libm_exp, log as libm_log, power as libm_power
 from metaopt.features import ONE_HOT
 from metaopt.registry import category_base, register
 
@@ -251,7 +251,7 @@ def samworth_weights(k: int, q: int) -> np.ndarray:
     """
     i = np.arange(1, k + 1, dtype=float)
     a = 1.0 + 2.0 / q
-    w = (1.0 + q / 2.0 - q / (2.0 * k ** (2.0 / q)) * (libm.power(i, a) - libm.power(i - 1.0, a))) / k
+    w = (1.0 + q / 2.0 - q / (2.0 * k ** (2.0 / q)) * (libm_power(i, a) - libm_power(i - 1.0, a))) / k
     return w / w.sum()  # already sums to 1 analytically; renormalize against rounding
 
 
@@ -277,10 +277,10 @@ def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
     kernels differ in the last bit, which can reorder near-equal candidates."""
     top = a.max(axis=1, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)
-    total = libm.exp(a - top).sum(axis=1)
+    total = libm_exp(a - top).sum(axis=1)
     out = np.full(len(a), -np.inf)
     positive = total > 0
-    out[positive] = libm.log(total[positive]) + top[positive, 0]
+    out[positive] = libm_log(total[positive]) + top[positive, 0]
     return out
 
 
@@ -297,7 +297,7 @@ class _ProductGaussianKDE:
         n, q = Z.shape
         self.h = np.maximum(1.06 * Z.std(axis=0) * n ** (-1.0 / (q + 4)), self.MIN_BANDWIDTH)
         self.centers = Z / self.h
-        self.log_norm = -math.log(n) - libm.log(self.h).sum() - 0.5 * q * math.log(2 * math.pi)
+        self.log_norm = -math.log(n) - libm_log(self.h).sum() - 0.5 * q * math.log(2 * math.pi)
 
     def log_density(self, Z: np.ndarray) -> np.ndarray:
         # cdist computes differences directly (no |a|^2 + |b|^2 - 2ab cancellation at tiny bandwidths).

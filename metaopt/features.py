@@ -24,7 +24,7 @@ import math
 import numpy as np
 from ConfigSpace.hyperparameters import CategoricalHyperparameter
 
-from metaopt import libm
+from metaopt.libm import log as libm_log
 from metaopt.benchmarks.base import Fidelity
 from metaopt.space_codec import SpaceCodec
 
@@ -86,12 +86,12 @@ class FeatureEncoder:
         """Features of the vectors ``X`` (n, d) evaluated at ``fidelity`` (n,) or a scalar: (n, p)."""
         X = np.asarray(X, dtype=float).reshape(-1, self.dim)
         n = len(X)
-        r = np.broadcast_to(np.asarray(fidelity, dtype=float), (n,))
         numeric = (X[:, self._num_cols] - self._num_lo) / self._num_span
         numeric[np.isnan(numeric)] = INACTIVE
         # NaN (inactive) never equals a code, so an inactive categorical is all zeros.
         one_hot = (X[:, self._cat_cols] == self._cat_codes) * ONE_HOT
-        # log r from the C library (numpy's AVX-512 log differs in the last bit), once per distinct fidelity
-        levels, where = np.unique(r, return_inverse=True)
-        fid = (libm.log(levels)[where.reshape(-1)] - self._log_r_min) / self._log_r_range
+        # log r from the C library (numpy's AVX-512 log differs in the last bit), once per distinct
+        # fidelity given (a scalar fidelity: once), then broadcast to the n rows
+        levels, where = np.unique(np.asarray(fidelity, dtype=float).reshape(-1), return_inverse=True)
+        fid = np.broadcast_to((libm_log(levels)[where.reshape(-1)] - self._log_r_min) / self._log_r_range, (n,))
         return np.concatenate([numeric, one_hot, fid[:, None]], axis=1)

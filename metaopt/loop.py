@@ -34,7 +34,7 @@ charged to the budget, but never becomes the incumbent (surrogates drop it, CFO 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Generator, Mapping, Sequence
 
 import numpy as np

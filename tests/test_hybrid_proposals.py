@@ -12,12 +12,8 @@ from metaopt.spaces.presets import get_preset
 
 
 def _hybrid(fidelity, switch_at: float) -> dict:
-    """smac_like's filter behind cfo_tuned's local search."""
-    cfo = get_preset("cfo_tuned").config(fidelity)
-    filtered = get_preset("smac_like").config(fidelity)
-    keep = {k: v for k, v in filtered.items() if k not in ("proposal", "fidelity_schedule", "mu", "stopping")}
-    return {**{k: v for k, v in cfo.items() if k.startswith("cfo_")}, **keep, "fidelity_schedule": "single",
-            "mu": 1, "proposal": "cfo_then_filter", "switch_at": switch_at}
+    """The preset cfo_then_rf (cfo_tuned's local search, then smac_like's filter) switching at ``switch_at``."""
+    return {**get_preset("cfo_then_rf").config(fidelity), "switch_at": switch_at}
 
 
 def test_wired_with_the_configured_sampler_filter_and_scorer():
