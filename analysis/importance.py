@@ -43,6 +43,7 @@ trees). Parameters inactive in γ* have no local effect and are not listed.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from dataclasses import dataclass
@@ -69,6 +70,10 @@ from metaopt.store_utils import atomic_write_text
 
 N_TOTAL = 4096
 """Latent vectors used to estimate Var f."""
+
+METHOD_VERSION = 1
+"""Part of the inputs' digest (see :func:`inputs_digest`): raise it when a change here alters the numbers,
+so that importance written by older code is computed again."""
 
 
 @dataclass
@@ -227,11 +232,40 @@ def write_importance(result: ImportanceResult, out_dir: Path) -> Path:
     return folder
 
 
+def inputs_digest(archive_path: Path, star_path: Path, restriction: str | None, *, pairs: bool, seed: int,
+                  n_trees: int) -> str:
+    """SHA-256 of everything the importance of a meta-archive depends on: the archive's and γ*'s bytes, the
+    restriction, the estimator's settings and :data:`METHOD_VERSION`. Stored in ``meta.json`` as
+    ``inputs_digest``; equal digests mean the stored importance is what a new computation would give."""
+    digest = hashlib.sha256()
+    for path in (archive_path, star_path):
+        digest.update(path.read_bytes())
+    settings = {"restriction": restriction, "pairs": pairs, "seed": seed, "n_trees": n_trees,
+                "method_version": METHOD_VERSION}
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def read_importance(folder: Path) -> ImportanceResult | None:
+    """The importance stored in ``<folder>/importance/`` (None if any of its files is missing)."""
+    target = StudyStore(folder).importance_dir
+    files = [target / name for name in ("fanova.csv", "local.csv", "meta.json", "fanova.png", "local.png")]
+    if not all(path.exists() for path in files):
+        return None
+    return ImportanceResult(pd.read_csv(files[0]), pd.read_csv(files[1]), json.loads(files[2].read_text()))
+
+
 def importance_of_meta(folder: Path, restriction: str | None, meta_objective: str, out_dir: Path | None = None, *,
-                       pairs: bool = True, seed: int = SEED, n_trees: int = N_TREES) -> tuple[ImportanceResult, Path]:
+                       pairs: bool = True, seed: int = SEED, n_trees: int = N_TREES,
+                       reuse: bool = True) -> tuple[ImportanceResult, Path, bool]:
     """Importance of one finished meta-optimization: ``folder/meta/{archive.csv, gamma_star.json}`` searched in
-    ``restriction`` (None: the full space); written under ``out_dir`` (default ``folder``). Returns the result
-    and the folder written."""
+    ``restriction`` (None: the full space); written under ``out_dir`` (default ``folder``).
+
+    Called by the importance stage of every ``study run`` (so also when only a study's answer changed) and by
+    ``metaopt importance``. With ``reuse``, importance already written under ``out_dir`` from the same inputs
+    (same :func:`inputs_digest`) is read back instead of computed again (a few minutes on a 450-trial archive).
+    Returns the result, the folder written, and whether the stored result was reused.
+    """
     from metaopt.spaces.design_space import design_space
     from metaopt.spaces.restrictions import get_restriction
 
@@ -240,19 +274,27 @@ def importance_of_meta(folder: Path, restriction: str | None, meta_objective: st
     for path in (archive_path, star_path):
         if not path.exists():
             raise UsageError(f"{path} not found: is {folder} the output of a study's optimize stage?")
+    target = out_dir or folder
+    digest = inputs_digest(archive_path, star_path, restriction, pairs=pairs, seed=seed, n_trees=n_trees)
+    stored = read_importance(target) if reuse else None
+    if stored is not None and stored.meta.get("inputs_digest") == digest:
+        return stored, StudyStore(target).importance_dir, True
     space = get_restriction(restriction).space() if restriction else design_space()
     incumbent = json.loads(star_path.read_text())["config"]
     result = compute_importance(pd.read_csv(archive_path), space, "objective", incumbent, seed, n_trees, pairs=pairs,
                                 provenance={"archive": str(archive_path), "gamma_star": str(star_path),
-                                            "restriction": restriction, "meta_objective": meta_objective})
-    return result, write_importance(result, out_dir or folder)
+                                            "restriction": restriction, "meta_objective": meta_objective,
+                                            "inputs_digest": digest})
+    return result, write_importance(result, target), False
 
 
 def importance_for_study(study_output: Path, out_dir: Path | None = None, *, pairs: bool = True, seed: int = SEED,
-                         n_trees: int = N_TREES) -> list[tuple[str | None, ImportanceResult, Path]]:
+                         n_trees: int = N_TREES,
+                         reuse: bool = True) -> list[tuple[str | None, ImportanceResult, Path, bool]]:
     """Importance of a study's finished optimize stage, per meta-optimization: (restriction, result, folder
-    written). A study with a list of restrictions has one per arm (``arms/<restriction>/``, also under
-    ``out_dir``); the others one, written under ``out_dir`` (default: the study output)."""
+    written, reused; see :func:`importance_of_meta`). A study with a list of restrictions has one per arm
+    (``arms/<restriction>/``, also under ``out_dir``); the others one, written under ``out_dir`` (default: the
+    study output)."""
     store = StudyStore(study_output)
     if not store.is_study():
         raise UsageError(f"{store.study_file} not found: is {store.root} the output of a study's optimize stage?")
@@ -265,5 +307,5 @@ def importance_for_study(study_output: Path, out_dir: Path | None = None, *, pai
     else:
         arms = {meta_spec.restriction: (store.root, out_dir)}
     return [(restriction, *importance_of_meta(folder, restriction, meta_spec.objective, target, pairs=pairs,
-                                              seed=seed, n_trees=n_trees))
+                                              seed=seed, n_trees=n_trees, reuse=reuse))
             for restriction, (folder, target) in arms.items()]

@@ -449,6 +449,9 @@ def _add_importance_parser(sub: Any) -> None:
                    help="also estimate pairwise interactions (default: yes)")
     p.add_argument("--seed", type=_seed_type, default=1)
     p.add_argument("--trees", type=_positive_type, default=100, help="trees of the random forest (default 100)")
+    p.add_argument("--recompute", action="store_true",
+                   help="compute again even if DIR/importance/ holds a result from the same archive, gamma* and "
+                        "settings (default: keep it)")
     p.set_defaults(func=cmd_importance)
 
 
@@ -464,8 +467,9 @@ def cmd_importance(args: argparse.Namespace) -> None:
     is_study = StudyStore(args.study_output).is_study()
     with output_lock(Path(args.out or args.study_output)) if is_study else nullcontext():
         arms = importance_for_study(Path(args.study_output), Path(args.out) if args.out else None,
-                                    pairs=args.pairs, seed=args.seed, n_trees=args.trees)
-    for restriction, result, folder in arms:
+                                    pairs=args.pairs, seed=args.seed, n_trees=args.trees,
+                                    reuse=not args.recompute)
+    for restriction, result, folder, reused in arms:
         if len(arms) > 1:
             print(f"\n== meta-optimization in {restriction}")
         print(f"random forest on {result.meta['n_rows']} archive rows ({result.meta['n_configurations']} "
@@ -477,7 +481,8 @@ def cmd_importance(args: argparse.Namespace) -> None:
                 _print_table(part.head(10).drop(columns="kind"))
         print("\nlocal parameter importance around gamma* (top 10):")
         _print_table(result.local.head(10))
-        print(f"\nwrote {folder}/fanova.csv, local.csv, fanova.png, local.png, meta.json")
+        print(f"\nkept {folder}/ (same archive, gamma* and settings; --recompute computes it again)" if reused
+              else f"\nwrote {folder}/fanova.csv, local.csv, fanova.png, local.png, meta.json")
 
 
 def _add_ablate_parser(sub: Any) -> None:

@@ -231,7 +231,8 @@ def _gamma_star_config(path: Path) -> dict[str, Any]:
 
 FREE_FIELDS = ("description", "question", "answer", "workers", "ablation", "importance", "output")
 """Study fields that do not change stored optimize/evaluate results: editing them keeps the output
-folder valid (ablation folders guard their own identity; importance and the report are recomputed)."""
+folder valid (ablation folders guard their own identity; importance is recomputed when its archive changed,
+the report always)."""
 
 
 def _claim_output(study: Study) -> None:
@@ -346,8 +347,8 @@ def run_importance(ctx: StudyContext) -> None:
         if not arm.gamma_star_json.exists():
             print(f"importance: skipped for {restriction or 'the full space'} (no finished meta-optimization)")
             continue
-        result, written = importance_of_meta(arm.root, restriction, ctx.study.spec.meta.objective)
-        print(f"importance: {written}/ (fANOVA main effects: "
+        result, written, reused = importance_of_meta(arm.root, restriction, ctx.study.spec.meta.objective)
+        print(f"importance: {written}/{' (unchanged meta-archive: stored result kept)' if reused else ''} (fANOVA main effects: "
               + ", ".join(f"{r.parameter} {r.importance:.2f}" for r in result.fanova.head(3).itertuples()) + ")")
 
 

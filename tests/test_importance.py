@@ -134,6 +134,19 @@ def test_files_and_cli_on_a_table4_study(tmp_path, capsys):
     assert meta["restriction"] == "table4" and meta["n_rows"] == 300 and meta["seed"] == 1
     assert "proposal" not in meta["parameters"]  # a single-choice parameter has no effect to measure
 
+    # Same archive, gamma* and settings: the stored result is kept (files untouched); anything else recomputes.
+    args = ["importance", "--study-output", str(study_dir), "--out", str(tmp_path / "out"), "--no-pairs",
+            "--trees", "10"]
+    stamps = {name: (folder / name).stat().st_mtime_ns for name in ("fanova.csv", "meta.json", "fanova.png")}
+    assert main(args) == 0 and "kept" in capsys.readouterr()[0]
+    assert {name: (folder / name).stat().st_mtime_ns for name in stamps} == stamps
+    assert main(args[:-1] + ["11"]) == 0 and "wrote" in capsys.readouterr()[0]
+    assert json.loads((folder / "meta.json").read_text())["n_trees"] == 11
+    archive.iloc[:299].to_csv(study_dir / "meta" / "archive.csv", index=False)  # the archive changed
+    assert main(args[:-1] + ["11"]) == 0 and "wrote" in capsys.readouterr()[0]
+    assert json.loads((folder / "meta.json").read_text())["n_rows"] == 299
+    assert main(args[:-1] + ["11", "--recompute"]) == 0 and "wrote" in capsys.readouterr()[0]
+
     assert main(["importance", "--study-output", str(tmp_path / "missing")]) == 2
 
 
