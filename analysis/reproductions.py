@@ -177,6 +177,10 @@ def _verdict(test: ClaimTest, pairs: pd.DataFrame) -> tuple[str, str]:
             text += (f"; the widest left open: {widest['reference']} vs {widest['optimizer']} "
                      f"{widest['delta']:+.3f} ± {widest['se']:.3f}, a 95% interval reaching "
                      f"{widest['reach']:.3f} (no evidence of a difference, not evidence of none)")
+    same = pairs[(pairs["delta"] == 0) & (pairs["se"] == 0)]
+    if len(same):  # e.g. a study's γ* that is a shipped design: the test holds trivially, and the page says why
+        text += ("; the same result on every instance (one design under two names): "
+                 + ", ".join(f"{row.reference} and {row.optimizer}" for row in same.itertuples()))
     verdict = "reproduced" if holds.all() else "not reproduced" if not holds.any() else "mixed"
     return verdict, text
 

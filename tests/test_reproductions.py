@@ -144,6 +144,22 @@ def test_an_alike_verdict_says_how_large_a_difference_it_leaves_open(tmp_path):
             "(no evidence of a difference, not evidence of none)") in alike.reason
 
 
+def test_an_alike_verdict_between_one_design_under_two_names_says_so(tmp_path):
+    studies = tmp_path / "studies"
+    studies.mkdir()
+    _study(studies, "base", tmp_path / "results" / "base")
+    _study(studies, "other", tmp_path / "results" / "other")
+    hb = np.random.default_rng(0).uniform(0.1, 0.2, (6, 2))
+    _results(tmp_path / "results" / "base", {"rs": hb + 0.3, "hb": hb, "bohb": hb.copy()})
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(CLAIMS)
+    outcomes = {o.claim.id: o for o in write_reproductions(claims, studies, tmp_path / "r.md", tmp_path / "f")}
+    alike = outcomes["hb-like-bohb"]
+    assert alike.verdict == "reproduced" and alike.pairs["p_wilcoxon"].tolist() == [1.0]
+    assert alike.reason.endswith("; the same result on every instance (one design under two names): hb and bohb")
+    assert "one design" not in outcomes["rs-loses"].reason
+
+
 def test_termination_claims_read_ryc_where_higher_is_better(tmp_path):
     studies = tmp_path / "studies"
     studies.mkdir()
