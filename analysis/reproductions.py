@@ -162,6 +162,7 @@ def measure(claim: Claim, studies_dir: Path) -> Outcome:
 
 def _verdict(test: ClaimTest, pairs: pd.DataFrame) -> tuple[str, str]:
     significant = pairs["p_wilcoxon"] < test.alpha
+    identical = (pairs["delta"] == 0) & (pairs["se"] == 0)
     wilcoxon = f" (Wilcoxon, α = {test.alpha:g})"
     if test.kind == "better":
         holds = significant & (pairs["delta"] > 0)
@@ -171,13 +172,14 @@ def _verdict(test: ClaimTest, pairs: pd.DataFrame) -> tuple[str, str]:
     else:
         holds = ~significant
         text = f"{int(holds.sum())} of {len(pairs)} pairs without a significant difference{wilcoxon}"
-        if holds.any():  # "not significant" is weak evidence of "alike": say how large a gap it leaves open
+        open_pairs = holds & ~identical
+        if open_pairs.any():  # "not significant" is weak evidence of "alike": say how large a gap it leaves open
             reach = pairs["delta"].abs() + 1.96 * pairs["se"]
-            widest = pairs.assign(reach=reach)[holds].sort_values("reach").iloc[-1]
+            widest = pairs.assign(reach=reach)[open_pairs].sort_values("reach").iloc[-1]
             text += (f"; the widest left open: {widest['reference']} vs {widest['optimizer']} "
                      f"{widest['delta']:+.3f} ± {widest['se']:.3f}, a 95% interval reaching "
                      f"{widest['reach']:.3f} (no evidence of a difference, not evidence of none)")
-    same = pairs[(pairs["delta"] == 0) & (pairs["se"] == 0)]
+    same = pairs[identical]
     if len(same):  # e.g. a study's γ* that is a shipped design: the test holds trivially, and the page says why
         text += ("; the same result on every instance (one design under two names): "
                  + ", ".join(f"{row.reference} and {row.optimizer}" for row in same.itertuples()))

@@ -156,7 +156,8 @@ def test_an_alike_verdict_between_one_design_under_two_names_says_so(tmp_path):
     outcomes = {o.claim.id: o for o in write_reproductions(claims, studies, tmp_path / "r.md", tmp_path / "f")}
     alike = outcomes["hb-like-bohb"]
     assert alike.verdict == "reproduced" and alike.pairs["p_wilcoxon"].tolist() == [1.0]
-    assert alike.reason.endswith("; the same result on every instance (one design under two names): hb and bohb")
+    assert alike.reason == ("1 of 1 pairs without a significant difference (Wilcoxon, α = 0.05); the same result on "
+                            "every instance (one design under two names): hb and bohb")
     assert "one design" not in outcomes["rs-loses"].reason
 
 
