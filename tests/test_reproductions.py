@@ -124,18 +124,22 @@ def test_only_measures_the_named_claims_and_keeps_the_others_as_published(tmp_pa
     assert not (tmp_path / "empty.md").exists()
 
 
-def test_an_alike_verdict_says_how_large_a_difference_it_leaves_open(tmp_path):
+def _outcomes_of_base(tmp_path: Path, regret: dict[str, np.ndarray]) -> dict:
+    """CLAIMS measured on study 'base' run with ``regret`` (study 'other' not run): outcomes by claim id."""
     studies = tmp_path / "studies"
     studies.mkdir()
     _study(studies, "base", tmp_path / "results" / "base")
     _study(studies, "other", tmp_path / "results" / "other")
-    hb = np.random.default_rng(0).uniform(0.1, 0.2, (6, 1))
-    signs = np.array([[1.0], [-1.0], [1.0], [-1.0], [1.0], [-1.0]])  # bohb: +-0.1 around hb, a mean of 0
-    _results(tmp_path / "results" / "base", {"rs": hb + 0.3, "hb": hb, "bohb": hb + 0.1 * signs})
+    _results(tmp_path / "results" / "base", regret)
     claims = tmp_path / "claims.yaml"
     claims.write_text(CLAIMS)
-    outcomes = {o.claim.id: o for o in write_reproductions(claims, studies, tmp_path / "r.md", tmp_path / "f")}
-    alike = outcomes["hb-like-bohb"]
+    return {o.claim.id: o for o in write_reproductions(claims, studies, tmp_path / "r.md", tmp_path / "f")}
+
+
+def test_an_alike_verdict_says_how_large_a_difference_it_leaves_open(tmp_path):
+    hb = np.random.default_rng(0).uniform(0.1, 0.2, (6, 1))
+    signs = np.array([[1.0], [-1.0], [1.0], [-1.0], [1.0], [-1.0]])  # bohb: +-0.1 around hb, a mean of 0
+    alike = _outcomes_of_base(tmp_path, {"rs": hb + 0.3, "hb": hb, "bohb": hb + 0.1 * signs})["hb-like-bohb"]
     assert alike.verdict == "reproduced"
     (delta,), (se,) = alike.pairs["delta"].tolist(), alike.pairs["se"].tolist()
     # the differences are +-0.1, three each: s.d. (ddof 1) 0.1 * sqrt(6 / 5), over sqrt(6) instances
@@ -145,15 +149,8 @@ def test_an_alike_verdict_says_how_large_a_difference_it_leaves_open(tmp_path):
 
 
 def test_an_alike_verdict_between_one_design_under_two_names_says_so(tmp_path):
-    studies = tmp_path / "studies"
-    studies.mkdir()
-    _study(studies, "base", tmp_path / "results" / "base")
-    _study(studies, "other", tmp_path / "results" / "other")
     hb = np.random.default_rng(0).uniform(0.1, 0.2, (6, 2))
-    _results(tmp_path / "results" / "base", {"rs": hb + 0.3, "hb": hb, "bohb": hb.copy()})
-    claims = tmp_path / "claims.yaml"
-    claims.write_text(CLAIMS)
-    outcomes = {o.claim.id: o for o in write_reproductions(claims, studies, tmp_path / "r.md", tmp_path / "f")}
+    outcomes = _outcomes_of_base(tmp_path, {"rs": hb + 0.3, "hb": hb, "bohb": hb.copy()})
     alike = outcomes["hb-like-bohb"]
     assert alike.verdict == "reproduced" and alike.pairs["p_wilcoxon"].tolist() == [1.0]
     assert alike.reason == ("1 of 1 pairs without a significant difference (Wilcoxon, α = 0.05); the same result on "
