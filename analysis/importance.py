@@ -246,13 +246,17 @@ def inputs_digest(archive_path: Path, star_path: Path, restriction: str | None, 
     return digest.hexdigest()
 
 
-def read_importance(folder: Path) -> ImportanceResult | None:
-    """The importance stored in ``<folder>/importance/`` (None if any of its files is missing)."""
+def read_importance(folder: Path, digest: str) -> ImportanceResult | None:
+    """The importance stored in ``<folder>/importance/`` if it was computed from inputs with this
+    :func:`inputs_digest` (None if it was not, or if any of its files is missing)."""
     target = StudyStore(folder).importance_dir
-    files = [target / name for name in ("fanova.csv", "local.csv", "meta.json", "fanova.png", "local.png")]
+    files = [target / name for name in ("meta.json", "fanova.csv", "local.csv", "fanova.png", "local.png")]
     if not all(path.exists() for path in files):
         return None
-    return ImportanceResult(pd.read_csv(files[0]), pd.read_csv(files[1]), json.loads(files[2].read_text()))
+    meta = json.loads(files[0].read_text())
+    if meta.get("inputs_digest") != digest:
+        return None
+    return ImportanceResult(pd.read_csv(files[1]), pd.read_csv(files[2]), meta)
 
 
 def importance_of_meta(folder: Path, restriction: str | None, meta_objective: str, out_dir: Path | None = None, *,
@@ -276,8 +280,8 @@ def importance_of_meta(folder: Path, restriction: str | None, meta_objective: st
             raise UsageError(f"{path} not found: is {folder} the output of a study's optimize stage?")
     target = out_dir or folder
     digest = inputs_digest(archive_path, star_path, restriction, pairs=pairs, seed=seed, n_trees=n_trees)
-    stored = read_importance(target) if reuse else None
-    if stored is not None and stored.meta.get("inputs_digest") == digest:
+    stored = read_importance(target, digest) if reuse else None
+    if stored is not None:
         return stored, StudyStore(target).importance_dir, True
     space = get_restriction(restriction).space() if restriction else design_space()
     incumbent = json.loads(star_path.read_text())["config"]

@@ -348,7 +348,8 @@ def run_importance(ctx: StudyContext) -> None:
             print(f"importance: skipped for {restriction or 'the full space'} (no finished meta-optimization)")
             continue
         result, written, reused = importance_of_meta(arm.root, restriction, ctx.study.spec.meta.objective)
-        print(f"importance: {written}/{' (unchanged meta-archive: stored result kept)' if reused else ''} (fANOVA main effects: "
+        kept = " (unchanged meta-archive: stored result kept)" if reused else ""
+        print(f"importance: {written}/{kept} (fANOVA main effects: "
               + ", ".join(f"{r.parameter} {r.importance:.2f}" for r in result.fanova.head(3).itertuples()) + ")")
 
 

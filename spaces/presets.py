@@ -90,12 +90,16 @@ def _smac_like(fidelity: Fidelity) -> dict[str, Any]:
             "lrs_step": 0.1}
 
 
+def _cfo_tuned(fidelity: Fidelity) -> dict[str, Any]:
+    """CFO with the paper's step unit (c = 1) and a random start where there is no cheap end."""
+    return {"fidelity_schedule": "single", "mu": 1, "proposal": "cfo", "cfo_step_init": 1.0, "cfo_start": "random"}
+
+
 def _cfo_then_rf(fidelity: Fidelity) -> dict[str, Any]:
-    """``cfo_then_filter``: the CFO of ``cfo_tuned`` (c = 1, random start) until half the budget is
-    spent, then the filter of ``smac_like``."""
+    """``cfo_then_filter``: the CFO of ``cfo_tuned`` until half the budget is spent, then the filter of
+    ``smac_like``."""
     filtered = {k: v for k, v in _smac_like(fidelity).items() if k not in ("fidelity_schedule", "mu")}
-    return {"fidelity_schedule": "single", "mu": 1, "proposal": "cfo_then_filter", "switch_at": 0.5,
-            "cfo_step_init": 1.0, "cfo_start": "random", **filtered}
+    return {**_cfo_tuned(fidelity), "proposal": "cfo_then_filter", "switch_at": 0.5, **filtered}
 
 
 def _bohb(fidelity: Fidelity) -> dict[str, Any]:
@@ -152,9 +156,7 @@ PRESETS: dict[str, Preset] = {
                "hyperparameters without a cheap end start at a random value; chosen on training instances "
                "of lcbench and rbv2_xgboost among step units 0.1-1 and FLAML's step rules "
                "(docs/design.md, 'Local search')",
-               "Wu, Wang & Huang 2021 (paper 000); FLAML's flow2.py",
-               lambda fidelity: {"fidelity_schedule": "single", "mu": 1, "proposal": "cfo", "cfo_step_init": 1.0,
-                                 "cfo_start": "random"}),
+               "Wu, Wang & Huang 2021 (paper 000); FLAML's flow2.py", _cfo_tuned),
         Preset("cfo_then_rf", "cfo_tuned's FLOW² local search for the first half of the budget, then "
                "smac_like's random forest and log-EI on every evaluation so far; the switch point 0.5 was chosen "
                "among 0.15, 0.33 and 0.5 on the 8 lcbench training instances x 3 seeds "
