@@ -63,7 +63,7 @@ from tqdm import tqdm
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.executor import Executor
-from metaopt.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, meta_archive
+from metaopt.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, meta_archive, selection_pool
 from metaopt.references import Reference
 from metaopt.run_io import jsonable
 from metaopt.smac_utils import reproducible_model_and_maximizer
@@ -227,7 +227,7 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
              instance_features: dict[str, list[float]],
              trials: int, meta_seeds: list[int], executor: Executor, quiet: bool = False, *,
              batch_size: int, initial: dict[str, Any] | None = None, select_top: int = 0,
-             select_seeds: int = 0) -> dict[str, Any]:
+             select_seeds: int = 0, select_min_instance_fraction: float = 1.0) -> dict[str, Any]:
     """The optimize stage of one design space: SMAC once per meta-seed in batches of ``batch_size``
     trials; stores every trial, writes the archive and γ* and returns γ*.
 
@@ -236,7 +236,8 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     join SMAC's initial design, in their order, as many as SMAC leaves room for (its initial design
     may not exceed the trials). ``select_top`` > 0: γ* is chosen among
     that many best configurations after re-running them on ``select_seeds`` more seeds
-    (:func:`select_gamma_star`). Raises UsageError (and writes neither archive nor γ*) if every trial failed.
+    (:func:`select_gamma_star`; ``select_min_instance_fraction``: which configurations may be candidates).
+    Raises UsageError (and writes neither archive nor γ*) if every trial failed.
     """
     store = output if isinstance(output, StudyStore) else StudyStore(output)
     store.meta_dir.mkdir(parents=True, exist_ok=True)
@@ -273,7 +274,7 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     star = choose_gamma_star(archive, instances, rows)
     if select_top > 0 and select_seeds > 0:
         star = select_gamma_star(store, setup, archive, rows, instances, select_top, select_seeds, cache, executor,
-                                 quiet, known)
+                                 quiet, known, select_min_instance_fraction)
     star["known_design"] = known.get(star["hash"])
     atomic_write_text(store.gamma_star_json, json.dumps(jsonable(star), indent=1) + "\n")
     return star
@@ -287,23 +288,21 @@ algorithm-configuration trials all use one seed drawn from the meta-seed)."""
 def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame, rows: list[dict[str, Any]],
                       instances: list[str], top: int, seeds: int, cache: dict[Key, dict[str, Any]],
                       executor: Executor, quiet: bool = False,
-                      known: dict[str, str] | None = None) -> dict[str, Any]:
+                      known: dict[str, str] | None = None, min_instance_fraction: float = 1.0) -> dict[str, Any]:
     """γ* chosen among the ``top`` best configurations of the archive after re-running each on ``seeds``
     more seeds of every training instance; called once all meta-seeds have finished.
 
     The meta-objective is noisy (one inner run per trial), so the archive's best may be a lucky seed.
-    Candidates: the ``top`` configurations with the lowest mean objective among those evaluated on all
-    training instances. Each is run on every (instance, selection seed); its score is the mean over
+    Candidates: :func:`~metaopt.meta_archive.selection_pool` (the ``top`` best configurations run on all
+    training instances or, with ``min_instance_fraction`` < 1, on that fraction of them, ranked by their
+    paired difference to the best run on all). Each is run on every (instance, selection seed); its score is the mean over
     instances of the mean over those seeds. γ* is the candidate with the lowest score (ties: the
     archive's order). Runs go through the store and the executor like trials (resumable, the same
     with any number of workers); ``meta/selection.csv`` records each candidate's score ± s.e. over
     instances, its paired difference to γ* ± s.e., and which known design it is (``known``: γ hash →
     name of a design of SMAC's initial design; empty for a configuration SMAC found).
     """
-    per_instance = archive.groupby(["hash", "instance"], sort=False)["objective"].mean().reset_index()
-    per_config = per_instance.groupby("hash", sort=False).agg(mean=("objective", "mean"),
-                                                              n_instances=("instance", "nunique"))
-    pool = per_config[per_config["n_instances"] == len(instances)].sort_values("mean", kind="stable").head(top)
+    pool = selection_pool(archive, instances, top, min_instance_fraction)
     if pool.empty:
         return choose_gamma_star(archive, instances, rows)
     gammas = {h: next(r["gamma"] for r in rows if r["hash"] == h) for h in pool.index}
@@ -331,7 +330,8 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
     difference = by_instance.sub(by_instance.loc[best], axis=1)
     n = len(instances)
     table = pd.DataFrame({
-        "hash": pool.index, "search_mean": pool["mean"].to_numpy(), "selection_mean": score.to_numpy(),
+        "hash": pool.index, "search_mean": pool["mean"].to_numpy(), "search_instances": pool["n_instances"].to_numpy(),
+        "search_difference": pool["difference"].to_numpy(), "selection_mean": score.to_numpy(),
         "selection_se": (by_instance.std(axis=1, ddof=1) / np.sqrt(n)).fillna(0.0).to_numpy() if n > 1 else 0.0,
         "difference_to_gamma_star": difference.mean(axis=1).to_numpy(),
         "difference_se": (difference.std(axis=1, ddof=1) / np.sqrt(n)).fillna(0.0).to_numpy() if n > 1 else 0.0,
@@ -343,11 +343,19 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
     return {"config": gammas[best], "hash": best, "mean_objective": float(score[best]),
             "search_mean_objective": float(pool.loc[best, "mean"]), "n_instances": n, "all_instances": True,
             "found_by_meta_seed": int(first["meta_seed"]), "found_at_trial": int(first["trial"]),
-            "n_configurations": int(len(per_config)), "n_trials": int(len(archive)),
+            "n_configurations": int(archive["hash"].nunique()), "n_trials": int(len(archive)),
             "selection": {"candidates": int(len(pool)), "seeds": chosen_seeds,
                           "table": "meta/selection.csv"},
-            "rule": f"among the {len(pool)} configurations with the lowest mean objective on all training instances "
-                    f"(pooled over meta-seeds), the lowest mean objective over {seeds} further seeds per instance"}
+            "rule": f"among the {len(pool)} {_pool_rule(min_instance_fraction)} (pooled over meta-seeds), "
+                    f"the lowest mean objective over {seeds} further seeds per instance"}
+
+
+def _pool_rule(min_instance_fraction: float) -> str:
+    """How :func:`select_gamma_star`'s candidates were chosen, for gamma_star.json's ``rule``."""
+    if min_instance_fraction >= 1.0:
+        return "configurations with the lowest mean objective on all training instances"
+    return (f"configurations run on at least {min_instance_fraction:g} of the training instances with the lowest "
+            "paired difference to the best run on all of them, that one included,")
 
 
 def _finished_trials(store: StudyStore, meta_seed: int, trials: int, cache: dict) -> list[dict[str, Any]] | None:

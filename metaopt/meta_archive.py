@@ -3,13 +3,15 @@
 Core facts shared by the optimize stage (:mod:`metaopt.meta`, which writes ``meta/archive.csv`` and
 ``meta/gamma_star.json``), the ablation estimators and the report (which read them): how a γ is
 identified (:func:`gamma_hash`), the objective of a failed trial, the archive's columns
-(:func:`meta_archive`) and how γ* is chosen (:func:`choose_gamma_star`).
+(:func:`meta_archive`), how γ* is chosen (:func:`choose_gamma_star`) and which configurations are
+re-run to select it (:func:`selection_pool`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 import pandas as pd
@@ -61,3 +63,38 @@ def choose_gamma_star(archive: pd.DataFrame, instances: list[str], rows: list[di
             "n_configurations": int(len(per_config)), "n_trials": int(len(archive)),
             "rule": "lowest mean objective (seeds averaged per instance, then instances) among configurations "
                     "evaluated on all training instances, pooled over meta-seeds"}
+
+
+def selection_pool(archive: pd.DataFrame, instances: list[str], top: int,
+                   min_instance_fraction: float = 1.0) -> pd.DataFrame:
+    """The candidates for γ*'s selection re-runs; called once per optimize stage, after all meta-seeds.
+
+    Returns one row per candidate, best first, indexed by γ hash, with columns ``mean`` (its mean
+    objective in the search, over the instances it ran on), ``n_instances`` and ``difference`` (its
+    mean paired difference to the reference over the instances both ran on); empty when no
+    configuration ran on all ``instances``.
+
+    The reference is :func:`choose_gamma_star`'s pick (the lowest mean among configurations run on all
+    training instances) and is always a candidate. With ``min_instance_fraction`` = 1 the others are
+    the configurations run on all instances with the lowest means (the reference first). Below 1,
+    a configuration run on at least that fraction of the instances is a candidate too, ranked by its
+    paired difference to the reference: SMAC's intensifier runs few challengers on every instance
+    (with 30 instances and 150 trials per meta-seed, only its incumbent), and a plain mean over
+    different instances would compare instances' difficulties rather than configurations.
+    """
+    per_instance = archive.groupby(["hash", "instance"], sort=False)["objective"].mean()
+    per_config = per_instance.groupby(level="hash", sort=False).agg(["mean", "count"]).rename(
+        columns={"count": "n_instances"})
+    complete = per_config[per_config["n_instances"] == len(instances)]
+    if complete.empty:
+        return per_config.iloc[:0].assign(difference=[])
+    reference = complete["mean"].idxmin()
+    if min_instance_fraction >= 1.0:
+        pool = complete.sort_values("mean", kind="stable").head(top)
+        return pool.assign(difference=pool["mean"] - pool.loc[reference, "mean"])
+    by_instance = per_instance.unstack("instance")
+    difference = by_instance.sub(by_instance.loc[reference], axis=1).mean(axis=1, skipna=True)
+    needed = math.ceil(min_instance_fraction * len(instances) - 1e-9)
+    eligible = per_config[per_config["n_instances"] >= needed].assign(difference=difference)
+    others = eligible.drop(index=reference).sort_values("difference", kind="stable").head(max(top - 1, 0))
+    return pd.concat([eligible.loc[[reference]], others])

@@ -289,7 +289,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str |
                   f"the same as a design listed before them): {', '.join(outside)}")
         star = optimize(arm, setup, space, ctx.meta_instances, features, meta.trials, meta.seeds, executor, quiet,
                         batch_size=meta.batch_size, initial=initial, select_top=meta.select_top,
-                        select_seeds=meta.select_seeds)
+                        select_seeds=meta.select_seeds, select_min_instance_fraction=meta.select_min_instance_fraction)
         print(f"gamma* ({restriction or 'full space'}): mean objective {star['mean_objective']:.4f} on "
               f"{star['n_instances']} training instances ({star['n_configurations']} configurations, "
               f"{star['n_trials']} trials)")

@@ -79,6 +79,9 @@ class MetaSpec(_InstancesAndSeeds):
     """γ* is chosen among this many best configurations after re-running them (0: the archive's best)."""
     select_seeds: int = Field(default=3, ge=1)
     """Further seeds per training instance for each of the ``select_top`` candidates."""
+    select_min_instance_fraction: float = Field(default=1.0, gt=0, le=1)
+    """Which configurations may be candidates: those run on at least this fraction of the training
+    instances, ranked by their paired difference to the best run on all (1: only those run on all)."""
 
     @field_validator("batch_size", mode="before")
     @classmethod

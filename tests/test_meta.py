@@ -16,7 +16,7 @@ import metaopt.meta
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.meta import meta_objective
-from metaopt.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash
+from metaopt.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, selection_pool
 from metaopt.store import StudyStore
 from metaopt.study_spec import load_study
 
@@ -390,9 +390,45 @@ def test_gamma_star_is_selected_by_reruns_of_the_top_candidates(tmp_path, capsys
     assert before == {name: (meta / name).read_bytes() for name in before}
 
 
+def _archive(objectives: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """An archive with one trial per (configuration, instance) objective given."""
+    return pd.DataFrame([{"hash": h, "instance": i, "seed": 0, "objective": y}
+                         for h, by_instance in objectives.items() for i, y in by_instance.items()])
+
+
+def test_the_selection_pool_admits_challengers_by_their_paired_difference():
+    instances = [str(i) for i in range(6)]
+    hard = {"0": 0.9, "1": 0.8, "2": 0.7, "3": 0.1, "4": 0.05, "5": 0.05}  # instances' difficulties differ a lot
+    archive = _archive({
+        "incumbent": dict(hard),
+        "runner_up": {i: y + 0.02 for i, y in hard.items()},
+        "easy_only": {"3": 0.2, "4": 0.2, "5": 0.2},  # low mean only because its instances are easy
+        "challenger": {"0": 0.85, "1": 0.75},  # better than the incumbent where both ran
+        "one_instance": {"0": 0.1},  # below the fraction
+    })
+    # default: only configurations run on all instances, by their mean (as choose_gamma_star)
+    pool = selection_pool(archive, instances, 3)
+    assert list(pool.index) == ["incumbent", "runner_up"]
+    assert pool.loc["runner_up", "difference"] == pytest.approx(0.02)
+    # a third of the instances: challengers ranked by their paired difference, the incumbent kept
+    pool = selection_pool(archive, instances, 3, 1 / 3)
+    assert list(pool.index) == ["incumbent", "challenger", "runner_up"]
+    assert pool.loc["challenger", "difference"] == pytest.approx(-0.05)
+    assert pool.loc["challenger", "n_instances"] == 2 and pool.loc["incumbent", "difference"] == 0
+    everyone = selection_pool(archive, instances, 9, 1 / 3)
+    assert list(everyone.index) == ["incumbent", "challenger", "runner_up", "easy_only"]  # not one_instance
+    assert everyone.loc["easy_only", "mean"] == pytest.approx(0.2)  # below the incumbent's 0.433 ...
+    assert everyone.loc["easy_only", "difference"] == pytest.approx(0.4 / 3)  # ... but worse where both ran
+    assert list(selection_pool(archive, instances, 1, 1 / 3).index) == ["incumbent"]
+    # nothing ran on all instances: no pool (γ* is then choose_gamma_star's)
+    assert selection_pool(archive[archive["instance"] != "5"], instances, 3, 1 / 3).empty
+
+
 @pytest.mark.parametrize("field,value,message", [
     ("select_top", "-1", "meta.select_top"),
     ("select_seeds", "0", "meta.select_seeds"),
+    ("select_min_instance_fraction", "0", "meta.select_min_instance_fraction"),
+    ("select_min_instance_fraction", "1.5", "meta.select_min_instance_fraction"),
     ("initial_configs", "[nowhere.json]", r"meta\.initial_configs\[0\]'.*file not found"),
 ])
 def test_bad_selection_and_initial_design_fields(tmp_path, capsys, field, value, message):
