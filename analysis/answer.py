@@ -20,6 +20,7 @@ from metaopt.analysis.anytime import mean_se_over_instances
 from metaopt.analysis.stats import rank_test, scores_by_instance
 from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_text
+from metaopt.study_spec import companion_outputs
 
 
 def _ranking(results: pd.DataFrame, column: str, alpha: float) -> list[str]:
@@ -107,6 +108,20 @@ def _known_designs(store: StudyStore) -> list[str]:
     return lines
 
 
+def _with_companions(store: StudyStore, results: pd.DataFrame) -> pd.DataFrame:
+    """``results`` (the study's ``eval/results.csv``) with the rows of the optimizers that only the
+    studies in its ``report_with`` evaluate (:func:`metaopt.study_spec.companion_outputs`)."""
+    if not store.is_study():
+        return results
+    tables = [results]
+    for _, output, added in companion_outputs(store.spec(), store.study_file, store.root):
+        path = StudyStore(output).results_csv
+        if path.exists():
+            theirs = pd.read_csv(path, dtype={"instance": str})
+            tables.append(theirs[theirs["optimizer"].isin(added)])
+    return pd.concat(tables, ignore_index=True)
+
+
 def write_answer(output: Path, alpha: float = 0.05) -> Path | None:
     """Write ``<output>/answer.md`` from the stored results; None when there is no evaluation yet.
 
@@ -116,7 +131,7 @@ def write_answer(output: Path, alpha: float = 0.05) -> Path | None:
     if not store.results_csv.exists():
         return None
     budget = store.spec().budget if store.is_study() else "30d"
-    results = pd.read_csv(store.results_csv, dtype={"instance": str})
+    results = _with_companions(store, pd.read_csv(store.results_csv, dtype={"instance": str}))
     column = f"regret@{budget}"
     if column not in results:
         column = "normalized_regret"

@@ -38,7 +38,7 @@ from metaopt.analysis.stats import average_ranks, paired_differences, rank_test,
 from metaopt.budget import Budget, split_spec
 from metaopt.errors import UsageError
 from metaopt.store import StudyStore
-from metaopt.study_spec import StudySpec
+from metaopt.study_spec import StudySpec, companion_outputs
 from metaopt.run_io import DamagedRun, check_run, read_run
 
 TOP_TABLE_ROWS = 20
@@ -95,46 +95,49 @@ class Evaluation:
         return pd.DataFrame(rows)
 
 
-def _study_optimizers(study: StudySpec) -> set[str] | None:
-    """Names of the optimizers the study evaluates (names or variants' names); None if it does not say."""
-    listed = study.evaluation.optimizers
-    if not listed:
-        return None
-    return {item if isinstance(item, str) else item.name for item in listed}
+def _study_optimizers(study: StudySpec) -> set[str]:
+    """Names of the optimizers the study evaluates (names or variants' names; none without an evaluation)."""
+    return set(study.evaluation.optimizer_names()) if study.evaluation else set()
 
 
 def load_evaluation(output: Path, study: StudySpec) -> Evaluation | None:
-    """The finished runs under ``eval/runs`` of the study's optimizers (None when there are none).
+    """The finished runs under ``eval/runs`` of the study's optimizers (None when there are none), and
+    those of the studies it names in ``report_with`` (optimizers it does not evaluate itself).
 
     Runs of other optimizers, e.g. the full-budget twins behind RYC/RTC, stay out of the comparison.
     """
     if study.evaluation is None:
         return None
-    runs_dir = _eval_dir(output) / "runs"
-    wanted = _study_optimizers(study)
-    rows, traces, configs, budget = [], {}, {}, None
-    for path in sorted(runs_dir.glob("*/*/seed-*/summary.json")):
-        optimizer, instance, seed = path.parts[-4], path.parts[-3], int(path.parts[-2].removeprefix("seed-"))
-        if wanted is not None and optimizer not in wanted:
-            continue
-        try:
-            stored = read_run(path.parent)  # a damaged run (metaopt.run_io) is not a result
-        except DamagedRun:
-            continue
-        summary = stored.summary
-        budget = budget or study_budget(str(summary["budget_spec"]), float(summary["budget"]), summary["budget_unit"])
-        configs.setdefault(optimizer, summary.get("config") or {})
-        rows.append({"optimizer": optimizer, "instance": instance, "seed": seed,
-                     **{k: v for k, v in summary.items() if k not in ("config", "reference", "instance", "seed")}})
-        trace = stored.trace
-        spent = trace["budget_used"] if budget.unit == "full_evals" else trace["cost_used"]
-        if budget.unit == "typical_cost":
-            spent = spent * budget.amount / float(summary["budget"])
-        traces[(optimizer, instance, seed)] = pd.DataFrame({"spent": spent, "normalized_regret":
-                                                            trace["normalized_regret"]})
+    own = _study_optimizers(study)
+    sources = [(output, own)]
+    for _, other_output, added in companion_outputs(study, StudyStore(output).study_file, output):
+        sources.append((other_output, set(added)))
+    rows, traces, configs, budget, failed = [], {}, {}, None, 0
+    for folder, wanted in sources:
+        runs_dir = _eval_dir(folder) / "runs"
+        for path in sorted(runs_dir.glob("*/*/seed-*/summary.json")):
+            optimizer, instance, seed = path.parts[-4], path.parts[-3], int(path.parts[-2].removeprefix("seed-"))
+            if optimizer not in wanted:
+                continue
+            try:
+                stored = read_run(path.parent)  # a damaged run (metaopt.run_io) is not a result
+            except DamagedRun:
+                continue
+            summary = stored.summary
+            budget = budget or study_budget(str(summary["budget_spec"]), float(summary["budget"]),
+                                            summary["budget_unit"])
+            configs.setdefault(optimizer, summary.get("config") or {})
+            rows.append({"optimizer": optimizer, "instance": instance, "seed": seed,
+                         **{k: v for k, v in summary.items() if k not in ("config", "reference", "instance", "seed")}})
+            trace = stored.trace
+            spent = trace["budget_used"] if budget.unit == "full_evals" else trace["cost_used"]
+            if budget.unit == "typical_cost":
+                spent = spent * budget.amount / float(summary["budget"])
+            traces[(optimizer, instance, seed)] = pd.DataFrame({"spent": spent, "normalized_regret":
+                                                                trace["normalized_regret"]})
+        failed += sum(1 for p in runs_dir.glob("*/*/seed-*/failed.json") if check_run(p.parent) is not None)
     if not rows:
         return None
-    failed = sum(1 for p in runs_dir.glob("*/*/seed-*/failed.json") if check_run(p.parent) is not None)
     return Evaluation(pd.DataFrame(rows), traces, configs, budget, failed)
 
 
@@ -220,8 +223,15 @@ def study_section(study: StudySpec, output: Path, evaluation: Evaluation | None,
                       f"{_count_of(runs['seed'].nunique(), 'seed')} = {len(runs)} finished runs"
                       + (f", {evaluation.n_failed} failed" if evaluation.n_failed else "") + ".")
     elif ev:
-        names = [o if isinstance(o, str) else o.name for o in ev.optimizers]
+        names = ev.optimizer_names()
         design.append(f"Held-out evaluation of {', '.join(names)}: no finished run yet.")
+    for other, other_output, added in companion_outputs(study, StudyStore(output).study_file, output):
+        names = sorted(added)
+        found = sorted(set(evaluation.runs["optimizer"]) & set(names)) if evaluation is not None else []
+        design.append(f"The runs of {', '.join(found) or 'no optimizer'} come from the companion study "
+                      f"{other.spec.name} ({other.path}, stored in {other_output}; same instances and seeds)"
+                      + (f"; not run yet: {', '.join(n for n in names if n not in found)}" if len(found) < len(names)
+                         else "") + ".")
     section.blocks.append("Design: " + " ".join(design))
     # The authors' reading (the study file's ``answer``), then what the stored results say (answer.md).
     interpretation = study.answer.strip()

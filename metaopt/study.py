@@ -25,7 +25,7 @@ import yaml
 from metaopt.errors import UsageError
 from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_text, output_lock
-from metaopt.study_spec import InstanceSelection, Study
+from metaopt.study_spec import InstanceSelection, Study, companion_outputs
 
 
 class StudyContext:
@@ -86,6 +86,7 @@ class StudyContext:
                 config = read_config_file(path, f"{study.path}: field 'meta.initial_configs[{k}]'")
                 self.initial_configs[str(path)] = config
         self._check_evaluation()
+        companion_outputs(spec, study.path, study.output)  # refuses a bad report_with list before any work
         self._check_ablations()
         self._check_output()
         self._warn_train_test_overlap()
@@ -229,10 +230,10 @@ def _gamma_star_config(path: Path) -> dict[str, Any]:
                      "that wrote it (metaopt optimize STUDY) to recompute it")
 
 
-FREE_FIELDS = ("description", "question", "answer", "workers", "ablation", "importance", "output")
+FREE_FIELDS = ("description", "question", "answer", "workers", "ablation", "importance", "output", "report_with")
 """Study fields that do not change stored optimize/evaluate results: editing them keeps the output
 folder valid (ablation folders guard their own identity; importance is recomputed when its archive changed,
-the report always)."""
+the report always; ``report_with`` only adds other studies' runs to the report)."""
 
 
 def _claim_output(study: Study) -> None:

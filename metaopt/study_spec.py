@@ -121,6 +121,10 @@ class EvaluationSpec(_InstancesAndSeeds):
     gamma_star_from: str | None = None
     cost_reference: str | None = None
 
+    def optimizer_names(self) -> list[str]:
+        """The names of the evaluated optimizers (a variant by its ``name``), in the file's order."""
+        return [item if isinstance(item, str) else item.name for item in self.optimizers]
+
 
 class AblationEntry(_InstancesAndSeeds):
     """An ablation between two optimizers (``metaopt ablate``), run after the evaluation."""
@@ -131,6 +135,20 @@ class AblationEntry(_InstancesAndSeeds):
     estimator: Literal["evaluated", "surrogate"] = "evaluated"
     variants: list[Literal["path", "ofat", "loco"]] = Field(default=["path"], min_length=1)
     race: bool = False
+
+
+class CompanionStudy(BaseModel):
+    """An entry of ``report_with``: a study file, and which of its optimizers join the report (all those
+    this study does not evaluate itself when not given); a plain path is short for ``{study: PATH}``."""
+
+    model_config = ConfigDict(extra="forbid")
+    study: str
+    optimizers: list[str] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _path_alone(cls, value: object) -> object:
+        return {"study": value} if isinstance(value, str) else value
 
 
 class StudySpec(BaseModel):
@@ -149,6 +167,8 @@ class StudySpec(BaseModel):
     ablation: list[AblationEntry] = Field(default_factory=list)
     importance: bool = True
     output: str | None = None
+    report_with: list[CompanionStudy] = Field(default_factory=list)
+    """Studies whose held-out runs join this study's report tables (:func:`companion_outputs`)."""
 
     @field_validator("budget", mode="before")
     @classmethod
@@ -200,3 +220,48 @@ def load_study(path: Path) -> Study:
     return Study(spec, source, path)
 
 
+COMPANION_FIELDS = ("benchmark", "budget")
+"""Fields a study named in ``report_with`` must share with the study that names it (with the
+evaluation's instances and seeds), so that their runs pair by (instance, seed)."""
+
+
+def companion_outputs(spec: StudySpec, source: Path, output: Path) -> list[tuple[Study, Path, list[str]]]:
+    """The studies named in ``report_with``: each with its output folder and the optimizers it adds;
+    called when the study is run (to refuse a bad list before any work) and when its report is built.
+
+    A companion runs optimizers too slow to share the main study's session (e.g. SMAC's facades):
+    its runs join the report's tables and tests as if the main study had run them. It must have the
+    same benchmark, budget and evaluation instances and seeds, and the optimizers it adds must be
+    its own and not this study's. ``source``: the study file that names them (for messages);
+    ``output``: its output folder. Raises UsageError naming the field otherwise.
+    """
+    out = []
+    own = spec.evaluation.optimizer_names() if spec.evaluation else []
+    for k, entry in enumerate(spec.report_with):
+        field, name = f"{source}: field 'report_with[{k}]'", entry.study
+        if not Path(name).is_file():
+            raise UsageError(f"{field}: no such study file: {name}")
+        other = load_study(Path(name))
+        mine, theirs = spec, other.spec
+        if theirs.evaluation is None or mine.evaluation is None:
+            raise UsageError(f"{field}: {name} and this study must both have an 'evaluation' section")
+        for key in COMPANION_FIELDS:
+            if getattr(theirs, key) != getattr(mine, key):
+                raise UsageError(f"{field}: {name} has {key} {getattr(theirs, key)!r}, this study "
+                                 f"{getattr(mine, key)!r}; their runs would not pair")
+        for key in ("instances", "seeds"):
+            if getattr(theirs.evaluation, key) != getattr(mine.evaluation, key):
+                raise UsageError(f"{field}: {name} evaluates other {key} ({getattr(theirs.evaluation, key)!r}, "
+                                 f"here {getattr(mine.evaluation, key)!r}); their runs would not pair")
+        if other.output.resolve() == Path(output).resolve():
+            raise UsageError(f"{field}: {name} writes to this study's output folder ({output})")
+        theirs_names = theirs.evaluation.optimizer_names()
+        added = entry.optimizers or [n for n in theirs_names if n not in own]
+        for optimizer in added:
+            if optimizer not in theirs_names:
+                raise UsageError(f"{field}: {name} does not evaluate {optimizer!r} (it evaluates "
+                                 f"{', '.join(theirs_names)})")
+            if optimizer in own:
+                raise UsageError(f"{field}: {optimizer!r} is evaluated by this study itself")
+        out.append((other, other.output, added))
+    return out

@@ -133,6 +133,12 @@ BAD_STUDIES = [
      "ablation[0].from"),
     ("ablation instance unknown", lambda t: t + "ablation:\n  - {from: rs, to: hb, instances: ['999']}\n",
      "ablation[0].instances"),
+    ("report_with a missing study", lambda t: t + "report_with: [{dir}/nowhere.yaml]\n", "report_with[0]"),
+    ("report_with other seeds", lambda t: t + "report_with: [{dir}/other_seeds.yaml]\n", "report_with[0]"),
+    ("report_with an optimizer of this study",
+     lambda t: t + "report_with: [{study: {dir}/same_seeds.yaml, optimizers: [rs]}]\n", "report_with[0]"),
+    ("report_with an optimizer it lacks",
+     lambda t: t + "report_with: [{study: {dir}/same_seeds.yaml, optimizers: [bohb]}]\n", "report_with[0]"),
     ("output is an existing file", lambda t: t.split("output:")[0] + "output: {dir}/afile\n", "output"),
     ("output under an existing file", lambda t: t.split("output:")[0] + "output: {dir}/afile/out\n", "output"),
 ]
@@ -143,6 +149,8 @@ def test_bad_studies_fail_before_anything_is_written(tmp_path, capsys, make, fie
     (tmp_path / "broken.json").write_text('{"config": {')
     (tmp_path / "bad_mu.json").write_text('{"config": {"mu": 0}}')
     (tmp_path / "afile").write_text("")
+    (tmp_path / "other_seeds.yaml").write_text(STUDY.format(out=tmp_path / "other").replace("seeds: 2", "seeds: 3"))
+    (tmp_path / "same_seeds.yaml").write_text(STUDY.format(out=tmp_path / "same"))
     out = tmp_path / "out"
     path = write_study(tmp_path, make(STUDY.format(out=out)).replace("{dir}", str(tmp_path)))
     code = main(["study", "run", str(path), "--quiet"])
@@ -151,6 +159,31 @@ def test_bad_studies_fail_before_anything_is_written(tmp_path, capsys, make, fie
     assert code == 2 and len(lines) == 1 and lines[0].startswith("metaopt: error: "), err
     assert field in lines[0] and "Traceback" not in err
     assert not out.exists() or not any(out.iterdir())  # no study.yaml, nothing else
+
+
+def test_a_companion_study_joins_the_report_tables(tmp_path):
+    """A study's report_with adds another study's runs (same instances and seeds) to its tables; an
+    optimizer in both is taken from the study itself; report_with may be added to a finished study."""
+    companion = tmp_path / "companion.yaml"
+    companion.write_text(STUDY.format(out=tmp_path / "companion").replace("name: tiny", "name: tiny_companion")
+                         .replace("optimizers: [rs, hb]", "optimizers: [rs, bohb]"))
+    path = write_study(tmp_path, STUDY.format(out=tmp_path / "out"))
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    assert "bohb" not in (tmp_path / "out" / "answer.md").read_text()
+    assert main(["study", "run", str(companion), "--quiet"]) == 0
+    path.write_text(path.read_text() + f"report_with: [{companion}]\n")
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    report = (tmp_path / "out" / "report" / "report.md").read_text()
+    assert "3 optimizers (bohb, hb, rs) × 2 instances × 2 seeds = 12 finished runs" in report
+    assert "The runs of bohb come from the companion study tiny_companion" in report
+    answer = (tmp_path / "out" / "answer.md").read_text()
+    assert "bohb" in answer and "hb" in answer and "rs" in answer
+    # or only the optimizers named
+    path.write_text(path.read_text().replace(f"report_with: [{companion}]", f"report_with: [{{study: {companion}, "
+                                             "optimizers: [bohb]}]"))
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    assert "{study: " in (tmp_path / "out" / "study.yaml").read_text()
+    assert "The runs of bohb come from" in (tmp_path / "out" / "report" / "report.md").read_text()
 
 
 @pytest.mark.parametrize("content, fragment", [(None, "is a folder"), (b"name: \xff\xfe\n", "not a UTF-8 text file")])
