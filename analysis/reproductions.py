@@ -68,6 +68,10 @@ class Claim(BaseModel):
     claim: str
     reported: str | None = None
     """What the paper reports for it (numbers, in its own setting), shown beside ours."""
+    reading: str | None = None
+    """Our reading of the evidence, written by hand from the measured numbers and the reports under
+    ``docs/results``: why the claim holds, fails or holds in part here. Shown under the measurement,
+    and rewritten on every run of the page, measured claims or kept ones (``--only``)."""
     studies: list[str] = Field(min_length=1)
     """Study files (names under ``studies/``) whose evaluations hold the optimizers; the first one
     that has an optimizer's runs provides them."""
@@ -224,8 +228,18 @@ def _means(outcome: Outcome) -> str:
     return ", ".join(f"{name} {means[name]:.3f} ± {se[name]:.3f}" for name in order)
 
 
+READING = "**Reading:** "
+"""How a claim's ``reading`` starts on the page (the line is the claims file's, written anew each time)."""
+
+
+def _reading(claim: Claim) -> list[str]:
+    """The page's lines for ``claim.reading``, placed last in its section; none without one."""
+    return ["", READING + " ".join(claim.reading.split())] if claim.reading else []
+
+
 def _published(page: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """The summary-table row and the section (lines from its anchor on) of every claim on a written page."""
+    """The summary-table row and the section (lines from its anchor on, less its reading) of every claim
+    on a written page; called by :func:`write_reproductions` with ``only``, to keep the other claims."""
     rows: dict[str, str] = {}
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
@@ -238,7 +252,7 @@ def _published(page: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
             current = sections.setdefault(anchor.group(1), [])
         elif line.startswith("## "):
             current = None
-        if current is not None:
+        if current is not None and not line.startswith(READING):  # a reading is the claims file's, not the page's
             current.append(line)
     for lines in sections.values():  # the blank line before the next anchor or heading is the writer's
         while lines and not lines[-1]:
@@ -296,7 +310,7 @@ def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures
         for claim in chosen:
             o = outcomes.get(claim.id)
             if o is None:
-                lines += ["", *published_sections[claim.id]]
+                lines += ["", *published_sections[claim.id], *_reading(claim)]
                 continue
             lines += ["", f'<a id="{o.claim.id}"></a>', f"### {o.claim.id}", "",
                       f"**Claim** ({o.claim.where}): {o.claim.claim}", "",
@@ -304,12 +318,12 @@ def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures
                       f"**Verdict: {o.verdict}** — {o.reason}."]
             if o.pairs is None:
                 commands = "; ".join(f"`metaopt study run studies/{name}.yaml`" for name in o.missing)
-                lines += ["", f"Run {commands} and regenerate this page." if commands else ""]
+                lines += ["", f"Run {commands} and regenerate this page." if commands else "", *_reading(claim)]
                 continue
             figure = figures_dir / f"{o.claim.id}.png"
             _figure(o, figure)
             lines += ["", f"Measured: {o.instances} held-out instances × {o.seeds} seeds, {o.claim.test.metric} "
                       f"(mean ± s.e. over instances): {_means(o)}.", "", *_pair_table(o), "",
-                      f"![{o.claim.id}]({figure.relative_to(out.parent).as_posix()})"]
+                      f"![{o.claim.id}]({figure.relative_to(out.parent).as_posix()})", *_reading(claim)]
     atomic_write_text(out, "\n".join(lines) + "\n")
     return list(outcomes.values())
