@@ -228,6 +228,17 @@ def _means(outcome: Outcome) -> str:
     return ", ".join(f"{name} {means[name]:.3f} ± {se[name]:.3f}" for name in order)
 
 
+def _row(claim: Claim, verdict: str, size: str) -> str:
+    """The claim's row of the page's summary table (``verdict`` in bold, ``size``: instances × seeds)."""
+    return f"| [{claim.id}](#{claim.id}) | {claim.paper} {claim.where} | {verdict} | {size} | {', '.join(claim.studies)} |"
+
+
+def _header(claim: Claim) -> list[str]:
+    """The lines of the claim's section before its verdict: anchor, heading, the claim, what the paper reports."""
+    return [f'<a id="{claim.id}"></a>', f"### {claim.id}", "", f"**Claim** ({claim.where}): {claim.claim}", "",
+            *([f"The paper reports: {claim.reported}", ""] if claim.reported else [])]
+
+
 READING = "**Reading:** "
 """How a claim's ``reading`` starts on the page (the line is the claims file's, written anew each time)."""
 
@@ -264,9 +275,10 @@ def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures
                         only: list[str] | None = None) -> list[Outcome]:
     """Measure the claims and write ``out`` (Markdown) and ``figures_dir/<claim id>.png``; returns the outcomes.
 
-    With ``only`` (claim ids), those claims are measured and every other claim's row and section are
-    kept as ``out`` has them: a page can be brought up to date one study at a time, on a machine
-    that holds only that study's store.
+    With ``only`` (claim ids), those claims are measured and every other claim's measurement (verdict,
+    size, numbers, figure) is kept as ``out`` has it, while what the claims file says (where, the claim,
+    what the paper reports, the studies, the reading) is written from it as it is now: a page can be
+    brought up to date one study at a time, on a machine that holds only that study's store.
     """
     claims = load_claims(claims_path)
     known = [c.id for c in claims]
@@ -296,12 +308,12 @@ def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures
              "|---|---|---|---|---|"]
     for claim in claims:
         o = outcomes.get(claim.id)
-        if o is None:
-            lines.append(published_rows[claim.id])
+        if o is None:  # the measured cells as published, the claims file's cells as it is now
+            cells = published_rows[claim.id].split(" | ")
+            lines.append(_row(claim, cells[2], cells[3]))
             continue
         size = f"{o.instances} × {o.seeds}" if o.pairs is not None else "—"
-        lines.append(f"| [{o.claim.id}](#{o.claim.id}) | {o.claim.paper} {o.claim.where} | **{o.verdict}** | "
-                     f"{size} | {', '.join(o.claim.studies)} |")
+        lines.append(_row(claim, f"**{o.verdict}**", size))
     for paper, title in PAPERS.items():
         chosen = [c for c in claims if c.paper == paper]
         lines += ["", f"## {title}"]
@@ -310,12 +322,11 @@ def write_reproductions(claims_path: Path, studies_dir: Path, out: Path, figures
         for claim in chosen:
             o = outcomes.get(claim.id)
             if o is None:
-                lines += ["", *published_sections[claim.id], *_reading(claim)]
+                section = published_sections[claim.id]
+                measured = next(k for k, line in enumerate(section) if line.startswith("**Verdict: "))
+                lines += ["", *_header(claim), *section[measured:], *_reading(claim)]
                 continue
-            lines += ["", f'<a id="{o.claim.id}"></a>', f"### {o.claim.id}", "",
-                      f"**Claim** ({o.claim.where}): {o.claim.claim}", "",
-                      *([f"The paper reports: {o.claim.reported}", ""] if o.claim.reported else []),
-                      f"**Verdict: {o.verdict}** — {o.reason}."]
+            lines += ["", *_header(claim), f"**Verdict: {o.verdict}** — {o.reason}."]
             if o.pairs is None:
                 commands = "; ".join(f"`metaopt study run studies/{name}.yaml`" for name in o.missing)
                 lines += ["", f"Run {commands} and regenerate this page." if commands else "", *_reading(claim)]

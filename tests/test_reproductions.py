@@ -125,8 +125,8 @@ def test_only_measures_the_named_claims_and_keeps_the_others_as_published(tmp_pa
 
 
 def test_a_reading_is_shown_under_the_measurement_and_rewritten_in_kept_sections(tmp_path):
-    """A claim's reading (the authors' interpretation) closes its section; --only keeps the measured
-    sections of other claims but writes their readings from the claims file as it is now."""
+    """A claim's reading (the authors' interpretation) closes its section; --only keeps the other claims'
+    measurements but writes what the claims file says (where, claim, reading) from it as it is now."""
     studies, claims, _ = _base_study_run(tmp_path)
     claims.write_text(CLAIMS.replace("    studies: [base]\n    test: {kind: alike",
                                      "    reading: >-\n      bohb samples\n      from a model.\n"
@@ -135,11 +135,16 @@ def test_a_reading_is_shown_under_the_measurement_and_rewritten_in_kept_sections
     write_reproductions(claims, studies, out, figures)
     section = out.read_text().split('<a id="hb-like-bohb">')[1].split("\n## ")[0]
     assert section.rstrip().endswith("![hb-like-bohb](figures/hb-like-bohb.png)\n\n**Reading:** bohb samples from a model.")
-    claims.write_text(claims.read_text().replace("from a model.", "from a density model."))
+    # what the claims file says is written anew in kept sections; the measurement is kept
+    claims.write_text(claims.read_text().replace("from a model.", "from a density model.")
+                      .replace("where: RQ2\n    claim: hb and bohb end alike.", "where: RQ2b\n    claim: hb, bohb alike."))
     write_reproductions(claims, studies, out, figures, only=["needs-another-study"])
     page = out.read_text()
     assert page.count("**Reading:**") == 1 and "**Reading:** bohb samples from a density model." in page
-    assert page.split('<a id="hb-like-bohb">')[1].split("\n## ")[0].replace("density ", "") == section
+    assert "| [hb-like-bohb](#hb-like-bohb) | 004 RQ2b | **not reproduced** | 12 × 2 | base |" in page
+    kept = page.split('<a id="hb-like-bohb">')[1].split("\n## ")[0]
+    assert "**Claim** (RQ2b): hb, bohb alike." in kept
+    assert kept.replace("density ", "").replace("(RQ2b): hb, bohb alike.", "(RQ2): hb and bohb end alike.") == section
 
 
 def _outcomes_of_base(tmp_path: Path, regret: dict[str, np.ndarray]) -> dict:
