@@ -34,7 +34,7 @@ from metaopt.analysis import figures
 from metaopt.analysis.anytime import budget_grid, regret_at
 from metaopt.analysis.figures import Figure
 from metaopt.analysis.meta_model import meta_archive_model
-from metaopt.analysis.stats import average_ranks, paired_differences, rank_test, scores_by_instance
+from metaopt.analysis.stats import average_ranks, empty_runs, paired_differences, rank_test, scores_by_instance
 from metaopt.budget import Budget, split_spec
 from metaopt.errors import UsageError
 from metaopt.store import StudyStore
@@ -222,6 +222,9 @@ def study_section(study: StudySpec, output: Path, evaluation: Evaluation | None,
                       f"({', '.join(sorted(runs['optimizer'].unique()))}) × {runs['instance'].nunique()} instances × "
                       f"{_count_of(runs['seed'].nunique(), 'seed')} = {len(runs)} finished runs"
                       + (f", {evaluation.n_failed} failed" if evaluation.n_failed else "") + ".")
+        empty = empty_runs(runs)
+        if empty:
+            design.append(empty + ".")
     elif ev:
         names = ev.optimizer_names()
         design.append(f"Held-out evaluation of {', '.join(names)}: no finished run yet.")

@@ -28,6 +28,23 @@ def scores_by_instance(per_run: pd.DataFrame, value: str) -> pd.DataFrame:
     return per_instance.dropna(axis=0, how="any")
 
 
+def empty_runs(per_run: pd.DataFrame) -> str:
+    """A sentence naming the runs (rows of ``per_run``, one per run, with ``optimizer`` and ``n_evals``)
+    that finished no evaluation within the budget, per optimizer; "" when there are none.
+
+    Under a cost budget an evaluation that would end after the budget is spent is not counted, so a
+    run whose first evaluation costs more than the whole budget has no incumbent and no regret: its
+    cells are missing from the means and the paired tests, which the tables and the report say.
+    """
+    counts = per_run[per_run["n_evals"] == 0].groupby("optimizer").size()
+    if counts.empty:
+        return ""
+    totals = per_run.groupby("optimizer").size()
+    listed = ", ".join(f"{name} {n} of {totals[name]}" for name, n in counts.items())
+    return (f"Runs that finished no evaluation within the budget (the first cost more than all of it), so have "
+            f"no regret and are left out of the means: {listed}")
+
+
 def average_ranks(scores: pd.DataFrame) -> pd.Series:
     """Mean rank of each optimizer (column) over instances (rows); lower scores rank first, ties share ranks."""
     return scores.rank(axis=1, method="average").mean(axis=0).sort_values(kind="stable")

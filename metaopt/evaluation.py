@@ -301,6 +301,7 @@ def write_tables(store: StudyStore, results: list[tuple[dict, Any]], budget: Bud
     are missing, and its ``runs`` column counts only the finished ones.
     """
     from metaopt.analysis.anytime import anytime_table, budget_grid, mean_se_over_instances, regret_at
+    from metaopt.analysis.stats import empty_runs
     from metaopt.analysis.plots import plot_anytime
 
     folder = store.eval_dir
@@ -337,6 +338,9 @@ def write_tables(store: StudyStore, results: list[tuple[dict, Any]], budget: Bud
           f"Mean normalized regret (mean over seeds per instance, then mean ± standard error over "
           f"{n_instances} instances) at budgets {', '.join(rb.spec for rb in report_budgets)}.", "",
           markdown_table(table[shown])]
+    empty = empty_runs(per_run)
+    if empty:
+        md += ["", empty + "."]
     if failed:
         md += ["", f"{len(failed)} run{'s' if len(failed) > 1 else ''} failed and {'are' if len(failed) > 1 else 'is'} "
                    f"not in this table: {', '.join(failed)} (see failed.json; rerun to retry)."]

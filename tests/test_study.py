@@ -36,6 +36,7 @@ def test_study_runs_writes_results_and_resumes(tmp_path, capsys):
     assert set(table["optimizer"]) == {"rs", "hb"}
     assert (out / "eval" / "anytime.png").stat().st_size > 10_000
     assert "mean normalized regret" in (out / "eval" / "table.md").read_text().lower()
+    assert "finished no evaluation" not in (out / "eval" / "table.md").read_text()
     results = pd.read_csv(out / "eval" / "results.csv")
     capsys.readouterr()
     # a second run finds everything done and recomputes nothing, with identical results
@@ -184,6 +185,20 @@ def test_a_companion_study_joins_the_report_tables(tmp_path):
     assert main(["study", "run", str(path), "--quiet"]) == 0
     assert "{study: " in (tmp_path / "out" / "study.yaml").read_text()
     assert "The runs of bohb come from" in (tmp_path / "out" / "report" / "report.md").read_text()
+
+
+def test_runs_that_finish_no_evaluation_are_named_in_the_table_and_report(tmp_path):
+    """Under a cost budget of one typical evaluation, a run whose first evaluation costs more than
+    all of it has no regret: table.md and the report say how many such runs each optimizer had."""
+    text = (STUDY.format(out=tmp_path / "out").replace("budget: 5d", "budget: 1c").replace("seeds: 2", "seeds: [1, 2, 3]")
+            + "importance: false\n")
+    assert main(["study", "run", str(write_study(tmp_path, text)), "--quiet"]) == 0
+    results = pd.read_csv(tmp_path / "out" / "eval" / "results.csv")
+    empty = results[results["n_evals"] == 0]
+    assert len(empty) and empty["regret@1c"].isna().all() and set(empty["optimizer"]) == {"rs"}
+    sentence = f"left out of the means: rs {len(empty)} of 6."
+    assert sentence in (tmp_path / "out" / "eval" / "table.md").read_text()
+    assert sentence in (tmp_path / "out" / "report" / "report.md").read_text()
 
 
 @pytest.mark.parametrize("content, fragment", [(None, "is a folder"), (b"name: \xff\xfe\n", "not a UTF-8 text file")])
