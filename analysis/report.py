@@ -199,6 +199,19 @@ def _text_table(df: pd.DataFrame) -> pd.DataFrame:
 
 # -- sections -----------------------------------------------------------------------------------
 
+def _unfinished(evaluation: Evaluation | None, companions: list[str]) -> str:
+    """"; so far ..." naming the optimizers of a companion study that have fewer finished runs than the
+    study's own optimizers (a companion still running), "" when none has: tables and tests then
+    compare every optimizer on the instances all of them finished, which the report must say."""
+    if evaluation is None or not companions:
+        return ""
+    counts = evaluation.runs.groupby("optimizer").size()
+    full = int(counts.drop(index=companions, errors="ignore").max()) if len(counts) > len(companions) else 0
+    short = [f"{name} {counts[name]} of {full} runs" for name in companions if counts[name] < full]
+    return (f"; so far {', '.join(short)} (tables and tests use the instances every optimizer finished)"
+            if short else "")
+
+
 def study_section(study: StudySpec, output: Path, evaluation: Evaluation | None,
                   archive: pd.DataFrame | None) -> Section:
     """Question, description, design and answer of the study."""
@@ -234,7 +247,7 @@ def study_section(study: StudySpec, output: Path, evaluation: Evaluation | None,
         design.append(f"The runs of {', '.join(found) or 'no optimizer'} come from the companion study "
                       f"{other.spec.name} ({other.path}, stored in {other_output}; same instances and seeds)"
                       + (f"; not run yet: {', '.join(n for n in names if n not in found)}" if len(found) < len(names)
-                         else "") + ".")
+                         else "") + _unfinished(evaluation, found) + ".")
     section.blocks.append("Design: " + " ".join(design))
     # The authors' reading (the study file's ``answer``), then what the stored results say (answer.md).
     interpretation = study.answer.strip()

@@ -179,6 +179,13 @@ def test_a_companion_study_joins_the_report_tables(tmp_path):
     assert "The runs of bohb come from the companion study tiny_companion" in report
     answer = (tmp_path / "out" / "answer.md").read_text()
     assert "bohb" in answer and "hb" in answer and "rs" in answer
+    assert "so far" not in report
+    # a companion still running: the report says how far it is
+    import shutil
+    shutil.rmtree(sorted((tmp_path / "companion" / "eval" / "runs" / "bohb").glob("*/seed-*"))[0])
+    assert main(["report", str(tmp_path / "out")]) == 0
+    assert "; so far bohb 3 of 4 runs (tables and tests use the instances every optimizer finished)." in (
+        tmp_path / "out" / "report" / "report.md").read_text()
     # or only the optimizers named
     path.write_text(path.read_text().replace(f"report_with: [{companion}]", f"report_with: [{{study: {companion}, "
                                              "optimizers: [bohb]}]"))
