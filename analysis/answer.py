@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from metaopt.analysis.anytime import mean_se_over_instances
+from metaopt.analysis.held_out_runs import Evaluation
 from metaopt.analysis.stats import rank_test, scores_by_instance
 from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_text
-from metaopt.study_spec import companion_outputs
 
 
 def _ranking(results: pd.DataFrame, column: str, alpha: float) -> list[str]:
@@ -108,34 +108,16 @@ def _known_designs(store: StudyStore) -> list[str]:
     return lines
 
 
-def _with_companions(store: StudyStore, results: pd.DataFrame) -> pd.DataFrame:
-    """``results`` (the study's ``eval/results.csv``) with the rows of the optimizers that only the
-    studies in its ``report_with`` evaluate (:func:`metaopt.study_spec.companion_outputs`)."""
-    if not store.is_study():
-        return results
-    tables = [results]
-    for _, output, added in companion_outputs(store.spec(), store.study_file, store.root):
-        path = StudyStore(output).results_csv
-        if path.exists():
-            theirs = pd.read_csv(path, dtype={"instance": str})
-            tables.append(theirs[theirs["optimizer"].isin(added)])
-    return pd.concat(tables, ignore_index=True)
+def write_answer(output: Path, evaluation: Evaluation | None, alpha: float = 0.05) -> Path | None:
+    """Write ``<output>/answer.md`` from the stored results; None (writing nothing) without held-out runs.
 
-
-def write_answer(output: Path, alpha: float = 0.05) -> Path | None:
-    """Write ``<output>/answer.md`` from the stored results; None when there is no evaluation yet.
-
-    Called by :func:`metaopt.analysis.report.write_report` before it builds the report. The budget
-    column is the validated study's (``<output>/study.yaml``; ``30d`` without one)."""
-    store = StudyStore(output)
-    if not store.results_csv.exists():
+    Called by :func:`metaopt.analysis.report.write_report` before it builds the report, with the
+    held-out runs it read (the study's and its companions'); the ranking is at the full budget."""
+    if evaluation is None:
         return None
-    budget = store.spec().budget if store.is_study() else "30d"
-    results = _with_companions(store, pd.read_csv(store.results_csv, dtype={"instance": str}))
-    column = f"regret@{budget}"
-    if column not in results:
-        column = "normalized_regret"
-    lines = [*_ranking(results, column, alpha), *_known_designs(store), *_cost(store.eval_dir),
+    store = StudyStore(output)
+    results = evaluation.regret_at(evaluation.budget)
+    lines = [*_ranking(results, "regret", alpha), *_known_designs(store), *_cost(store.eval_dir),
              *_termination(store.eval_dir), *_ablation(store), *_importance(store.root)]
     path = store.answer_file
     atomic_write_text(path, "\n\n".join(lines) + "\n")

@@ -31,15 +31,17 @@ import numpy as np
 import pandas as pd
 
 from metaopt.analysis import figures
+from metaopt.analysis.answer import write_answer
 from metaopt.analysis.anytime import budget_grid, regret_at
 from metaopt.analysis.figures import Figure
+from metaopt.analysis.held_out_runs import Evaluation, read_runs_file, stored_runs
 from metaopt.analysis.meta_model import meta_archive_model
 from metaopt.analysis.stats import average_ranks, empty_runs, paired_differences, rank_test, scores_by_instance
 from metaopt.budget import Budget, split_spec
 from metaopt.errors import UsageError
 from metaopt.store import StudyStore
-from metaopt.study_spec import StudySpec, companion_outputs
-from metaopt.run_io import DamagedRun, check_run, read_run
+from metaopt.study_spec import Companion, StudySpec, companion_studies
+from metaopt.run_io import check_run
 
 TOP_TABLE_ROWS = 20
 
@@ -76,69 +78,54 @@ def study_budget(spec: str, amount: float, unit: str) -> Budget:
     return Budget(amount, unit, spec)
 
 
-@dataclass
-class Evaluation:
-    """Finished held-out runs: one summary row per run and each run's regret trace."""
-
-    runs: pd.DataFrame  # optimizer, instance, seed + the summary fields
-    traces: dict[tuple[str, str, int], pd.DataFrame]  # columns spent (on the budget axis), normalized_regret
-    configs: dict[str, dict[str, Any]]  # optimizer -> its configuration (peers: their description)
-    budget: Budget
-    n_failed: int
-
-    def regret_at(self, budget: Budget) -> pd.DataFrame:
-        """Per run: the incumbent's normalized regret after spending ``budget`` (NaN before the first evaluation)."""
-        rows = [{"optimizer": o, "instance": i, "seed": s,
-                 "regret": regret_at(t["spent"].to_numpy(), t["normalized_regret"].to_numpy(),
-                                     np.array([budget.amount]))[0] if len(t) else math.nan}
-                for (o, i, s), t in self.traces.items()]
-        return pd.DataFrame(rows)
-
-
 def _study_optimizers(study: StudySpec) -> set[str]:
     """Names of the optimizers the study evaluates (names or variants' names; none without an evaluation)."""
     return set(study.evaluation.optimizer_names()) if study.evaluation else set()
 
 
-def load_evaluation(output: Path, study: StudySpec) -> Evaluation | None:
+def _failed_runs(output: Path) -> int:
+    runs_dir = _eval_dir(output) / "runs"
+    return sum(1 for p in runs_dir.glob("*/*/seed-*/failed.json") if check_run(p.parent) is not None)
+
+
+def load_evaluation(output: Path, study: StudySpec, companions: list[Companion]) -> Evaluation | None:
     """The finished runs under ``eval/runs`` of the study's optimizers (None when there are none), and
-    those of the studies it names in ``report_with`` (optimizers it does not evaluate itself).
+    those the ``companions`` (:func:`metaopt.study_spec.companion_studies`) add: from a companion's
+    store, or from its runs file when the store holds none of them.
 
     Runs of other optimizers, e.g. the full-budget twins behind RYC/RTC, stay out of the comparison.
     """
     if study.evaluation is None:
         return None
-    own = _study_optimizers(study)
-    sources = [(output, own)]
-    for _, other_output, added in companion_outputs(study, StudyStore(output).study_file, output):
-        sources.append((other_output, set(added)))
-    rows, traces, configs, budget, failed = [], {}, {}, None, 0
-    for folder, wanted in sources:
-        runs_dir = _eval_dir(folder) / "runs"
-        for path in sorted(runs_dir.glob("*/*/seed-*/summary.json")):
-            optimizer, instance, seed = path.parts[-4], path.parts[-3], int(path.parts[-2].removeprefix("seed-"))
-            if optimizer not in wanted:
-                continue
-            try:
-                stored = read_run(path.parent)  # a damaged run (metaopt.run_io) is not a result
-            except DamagedRun:
-                continue
-            summary = stored.summary
-            budget = budget or study_budget(str(summary["budget_spec"]), float(summary["budget"]),
-                                            summary["budget_unit"])
-            configs.setdefault(optimizer, summary.get("config") or {})
-            rows.append({"optimizer": optimizer, "instance": instance, "seed": seed,
-                         **{k: v for k, v in summary.items() if k not in ("config", "reference", "instance", "seed")}})
-            trace = stored.trace
-            spent = trace["budget_used"] if budget.unit == "full_evals" else trace["cost_used"]
-            if budget.unit == "typical_cost":
-                spent = spent * budget.amount / float(summary["budget"])
-            traces[(optimizer, instance, seed)] = pd.DataFrame({"spent": spent, "normalized_regret":
-                                                                trace["normalized_regret"]})
-        failed += sum(1 for p in runs_dir.glob("*/*/seed-*/failed.json") if check_run(p.parent) is not None)
+    runs = list(stored_runs(output, _study_optimizers(study)))
+    failed, read_from = _failed_runs(output), {}
+    for k, companion in enumerate(companions):
+        theirs = list(stored_runs(companion.study.output, companion.optimizers))
+        if theirs:
+            failed += _failed_runs(companion.study.output)
+            read_from[companion.study.spec.name] = f"stored in {companion.study.output}"
+        elif companion.runs_file is not None and companion.runs_file.exists():
+            theirs = read_runs_file(companion.runs_file, companion.study.spec.benchmark,
+                                    companion.study.spec.budget, companion.optimizers,
+                                    f"{study.name}: field 'report_with[{k}].runs'")
+            read_from[companion.study.spec.name] = f"read from its runs file {companion.runs_file}"
+        runs += theirs
+    rows, traces, configs, budget = [], {}, {}, None
+    for run in runs:
+        summary = run.result.summary
+        budget = budget or study_budget(str(summary["budget_spec"]), float(summary["budget"]), summary["budget_unit"])
+        configs.setdefault(run.optimizer, summary.get("config") or {})
+        rows.append({"optimizer": run.optimizer, "instance": run.instance, "seed": run.seed,
+                     **{k: v for k, v in summary.items() if k not in ("config", "reference", "instance", "seed")}})
+        trace = run.result.trace
+        spent = trace["budget_used"] if budget.unit == "full_evals" else trace["cost_used"]
+        if budget.unit == "typical_cost":
+            spent = spent * budget.amount / float(summary["budget"])
+        traces[(run.optimizer, run.instance, run.seed)] = pd.DataFrame({"spent": spent, "normalized_regret":
+                                                                        trace["normalized_regret"]})
     if not rows:
         return None
-    return Evaluation(pd.DataFrame(rows), traces, configs, budget, failed)
+    return Evaluation(pd.DataFrame(rows), traces, configs, budget, failed, read_from)
 
 
 def parse_budget(spec: str, total: Budget) -> Budget:
@@ -213,8 +200,8 @@ def _unfinished(evaluation: Evaluation | None, companions: list[str]) -> str:
 
 
 def study_section(study: StudySpec, output: Path, evaluation: Evaluation | None,
-                  archive: pd.DataFrame | None) -> Section:
-    """Question, description, design and answer of the study."""
+                  archive: pd.DataFrame | None, companions: list[Companion]) -> Section:
+    """Question, description, design (with where the ``companions``' runs were read) and answer of the study."""
     section = Section("Study")
     if study.question:
         section.blocks.append(f"Question: {study.question.strip()}")
@@ -241,11 +228,14 @@ def study_section(study: StudySpec, output: Path, evaluation: Evaluation | None,
     elif ev:
         names = ev.optimizer_names()
         design.append(f"Held-out evaluation of {', '.join(names)}: no finished run yet.")
-    for other, other_output, added in companion_outputs(study, StudyStore(output).study_file, output):
-        names = sorted(added)
+    for companion in companions:
+        names = sorted(companion.optimizers)
         found = sorted(set(evaluation.runs["optimizer"]) & set(names)) if evaluation is not None else []
+        name, where = companion.study.spec.name, (evaluation.read_from if evaluation is not None else {})
+        source = where.get(name) or (f"no runs in {companion.study.output}" + (
+            f" nor a runs file {companion.runs_file}" if companion.runs_file else ""))
         design.append(f"The runs of {', '.join(found) or 'no optimizer'} come from the companion study "
-                      f"{other.spec.name} ({other.path}, stored in {other_output}; same instances and seeds)"
+                      f"{name} ({companion.study.path}, {source}; same instances and seeds)"
                       + (f"; not run yet: {', '.join(n for n in names if n not in found)}" if len(found) < len(names)
                          else "") + _unfinished(evaluation, found) + ".")
     section.blocks.append("Design: " + " ".join(design))
@@ -723,21 +713,30 @@ def render_markdown(title: str, sections: list[Section]) -> str:
 
 # -- the report ---------------------------------------------------------------------------------
 
-def build_sections(output: Path, alpha: float = 0.05, budgets: list[str] | None = None) -> tuple[str, list[Section]]:
-    """The report's title and sections from what ``output`` holds."""
+def _load(output: Path) -> tuple[StudySpec, list[Companion], Evaluation | None]:
+    """The study stored in ``output``, its companions and its held-out runs; UsageError when the
+    folder holds no study or nothing finished yet."""
     if not output.is_dir():
         raise UsageError(f"no such output folder: {output}")
     store = StudyStore(output)
     if not store.is_study():
         raise UsageError(f"{output} holds no study results (no study.yaml; run `metaopt study run STUDY` first)")
     study = store.spec()
-    evaluation = load_evaluation(output, study)
-    archive_path = store.archive_csv
-    if evaluation is None and not archive_path.exists():
+    companions = companion_studies(study, store.study_file, output)
+    evaluation = load_evaluation(output, study, companions)
+    if evaluation is None and not store.archive_csv.exists():
         raise UsageError(f"{output} holds no finished runs yet (no eval/runs/*/*/seed-*/summary.json, "
                          f"no meta/archive.csv)")
-    archive = pd.read_csv(archive_path) if archive_path.exists() else None
-    sections = [study_section(study, output, evaluation, archive)]
+    return study, companions, evaluation
+
+
+def build_sections(output: Path, study: StudySpec, companions: list[Companion], evaluation: Evaluation | None,
+                   alpha: float = 0.05, budgets: list[str] | None = None) -> tuple[str, list[Section]]:
+    """The report's title and sections from what ``output`` holds (``study``, ``companions`` and
+    ``evaluation`` as :func:`_load` read them)."""
+    store = StudyStore(output)
+    archive = pd.read_csv(store.archive_csv) if store.archive_csv.exists() else None
+    sections = [study_section(study, output, evaluation, archive, companions)]
     meta = meta_section(study, output, evaluation)
     if meta is not None:
         sections.append(meta)
@@ -755,13 +754,13 @@ def build_sections(output: Path, alpha: float = 0.05, budgets: list[str] | None 
 def write_report(output: Path, alpha: float = 0.05, budgets: list[str] | None = None) -> Path:
     """Build the report and replace ``output/report`` with it atomically; returns that folder.
 
-    The study's answer (``answer.md``, :mod:`metaopt.analysis.answer`) is regenerated from the stored
-    results first, so the report never shows a stale one.
+    The study's answer (``answer.md``, :mod:`metaopt.analysis.answer`) is regenerated from the same
+    runs first, so the report never shows a stale one.
     """
-    from metaopt.analysis.answer import write_answer
-
-    write_answer(Path(output), alpha)
-    title, sections = build_sections(Path(output), alpha, budgets)
+    output = Path(output)
+    study, companions, evaluation = _load(output)
+    write_answer(output, evaluation, alpha)
+    title, sections = build_sections(output, study, companions, evaluation, alpha, budgets)
     target = StudyStore(output).report_dir
     staging = Path(tempfile.mkdtemp(dir=output, prefix=".report-"))
     try:

@@ -328,6 +328,14 @@ def build_parser() -> argparse.ArgumentParser:
                                        "importance, report")
     _add_study_arguments(p)
     p.set_defaults(func=cmd_stages, stage_name="study run")
+    p = ssub.add_parser("export-runs", help="write a study's finished held-out runs to one small file (a runs file), "
+                                               "e.g. for a study that names it in report_with to read in a later session",
+                        description="Reads OUTPUT_DIR/eval/runs and writes FILE (gzip-compressed JSON lines: each run's "
+                                    "summary and its incumbent's regret trace; see analysis/held_out_runs.py).")
+    p.add_argument("output_dir", metavar="OUTPUT_DIR", help="a study's output folder, e.g. results/rbv2_xgboost_smac")
+    p.add_argument("--out", required=True, metavar="FILE", help="the runs file to write, e.g. docs/results/X/runs.jsonl.gz")
+    p.add_argument("--optimizers", nargs="+", metavar="NAME", help="only these (default: all the study evaluates)")
+    p.set_defaults(func=cmd_export_runs)
     p = sub.add_parser("optimize", help="meta-optimize: SMAC searches the design space on the training instances")
     _add_study_arguments(p)
     p.set_defaults(func=cmd_stages, stage_name="optimize")
@@ -340,6 +348,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_reproductions_parser(sub)
     _add_bench_parser(sub)
     return parser
+
+
+def cmd_export_runs(args: argparse.Namespace) -> None:
+    from metaopt.analysis.held_out_runs import write_runs_file
+
+    target = Path(args.out)
+    count = write_runs_file(Path(args.output_dir), target, args.optimizers)
+    print(f"wrote {count} runs to {target} ({target.stat().st_size / 1024:.0f} KiB)")
 
 
 def _add_bench_parser(sub: Any) -> None:

@@ -25,7 +25,7 @@ import yaml
 from metaopt.errors import UsageError
 from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_text, output_lock
-from metaopt.study_spec import InstanceSelection, Study, companion_outputs
+from metaopt.study_spec import InstanceSelection, Study, companion_studies
 
 
 class StudyContext:
@@ -86,7 +86,7 @@ class StudyContext:
                 config = read_config_file(path, f"{study.path}: field 'meta.initial_configs[{k}]'")
                 self.initial_configs[str(path)] = config
         self._check_evaluation()
-        companion_outputs(spec, study.path, study.output)  # refuses a bad report_with list before any work
+        companion_studies(spec, study.path, study.output)  # refuses a bad report_with list before any work
         self._check_ablations()
         self._check_output()
         self._warn_train_test_overlap()

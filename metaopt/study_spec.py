@@ -7,6 +7,7 @@ optimizers, budgets) are made by :class:`metaopt.study.StudyContext` before any 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -144,6 +145,10 @@ class CompanionStudy(BaseModel):
     model_config = ConfigDict(extra="forbid")
     study: str
     optimizers: list[str] | None = Field(default=None, min_length=1)
+    runs: str | None = None
+    """A runs file of the companion (``metaopt study export-runs``, e.g. committed beside its report):
+    read when the companion's store holds none of the runs it adds, so that the two studies can run
+    in different sessions (:mod:`metaopt.analysis.held_out_runs`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -168,7 +173,7 @@ class StudySpec(BaseModel):
     importance: bool = True
     output: str | None = None
     report_with: list[CompanionStudy] = Field(default_factory=list)
-    """Studies whose held-out runs join this study's report tables (:func:`companion_outputs`)."""
+    """Studies whose held-out runs join this study's report tables (:func:`companion_studies`)."""
 
     @field_validator("budget", mode="before")
     @classmethod
@@ -225,9 +230,19 @@ COMPANION_FIELDS = ("benchmark", "budget")
 evaluation's instances and seeds), so that their runs pair by (instance, seed)."""
 
 
-def companion_outputs(spec: StudySpec, source: Path, output: Path) -> list[tuple[Study, Path, list[str]]]:
-    """The studies named in ``report_with``: each with its output folder and the optimizers it adds;
-    called when the study is run (to refuse a bad list before any work) and when its report is built.
+@dataclass(frozen=True)
+class Companion:
+    """A study named in ``report_with``, checked (:func:`companion_studies`): the optimizers whose
+    held-out runs it adds and the runs file to read them from when its store holds none."""
+
+    study: Study
+    optimizers: list[str]
+    runs_file: Path | None
+
+
+def companion_studies(spec: StudySpec, source: Path, output: Path) -> list[Companion]:
+    """The studies named in ``report_with``, checked; called when the study is run (to refuse a bad
+    list before any work) and when its report is built.
 
     A companion runs optimizers too slow to share the main study's session (e.g. SMAC's facades):
     its runs join the report's tables and tests as if the main study had run them. It must have the
@@ -242,17 +257,17 @@ def companion_outputs(spec: StudySpec, source: Path, output: Path) -> list[tuple
         if not Path(name).is_file():
             raise UsageError(f"{field}: no such study file: {name}")
         other = load_study(Path(name))
-        mine, theirs = spec, other.spec
-        if theirs.evaluation is None or mine.evaluation is None:
+        theirs = other.spec
+        if theirs.evaluation is None or spec.evaluation is None:
             raise UsageError(f"{field}: {name} and this study must both have an 'evaluation' section")
         for key in COMPANION_FIELDS:
-            if getattr(theirs, key) != getattr(mine, key):
+            if getattr(theirs, key) != getattr(spec, key):
                 raise UsageError(f"{field}: {name} has {key} {getattr(theirs, key)!r}, this study "
-                                 f"{getattr(mine, key)!r}; their runs would not pair")
+                                 f"{getattr(spec, key)!r}; their runs would not pair")
         for key in ("instances", "seeds"):
-            if getattr(theirs.evaluation, key) != getattr(mine.evaluation, key):
+            if getattr(theirs.evaluation, key) != getattr(spec.evaluation, key):
                 raise UsageError(f"{field}: {name} evaluates other {key} ({getattr(theirs.evaluation, key)!r}, "
-                                 f"here {getattr(mine.evaluation, key)!r}); their runs would not pair")
+                                 f"here {getattr(spec.evaluation, key)!r}); their runs would not pair")
         if other.output.resolve() == Path(output).resolve():
             raise UsageError(f"{field}: {name} writes to this study's output folder ({output})")
         theirs_names = theirs.evaluation.optimizer_names()
@@ -263,5 +278,5 @@ def companion_outputs(spec: StudySpec, source: Path, output: Path) -> list[tuple
                                  f"{', '.join(theirs_names)})")
             if optimizer in own:
                 raise UsageError(f"{field}: {optimizer!r} is evaluated by this study itself")
-        out.append((other, other.output, added))
+        out.append(Companion(other, added, Path(entry.runs) if entry.runs else None))
     return out

@@ -194,6 +194,50 @@ def test_a_companion_study_joins_the_report_tables(tmp_path):
     assert "The runs of bohb come from" in (tmp_path / "out" / "report" / "report.md").read_text()
 
 
+def test_a_companion_read_from_its_runs_file_gives_the_same_report(tmp_path, capsys):
+    """A companion's runs exported to a runs file (metaopt study export-runs) stand in for its store
+    once the store is gone (another session): the same answer, tables and figures; the report says
+    which source it read. A runs file of runs at another budget is refused naming the field."""
+    import shutil
+
+    companion = tmp_path / "companion.yaml"
+    companion.write_text(STUDY.format(out=tmp_path / "companion").replace("name: tiny", "name: tiny_companion")
+                         .replace("optimizers: [rs, hb]", "optimizers: [rs, bohb]"))
+    runs_file = tmp_path / "kept" / "runs.jsonl.gz"
+    path = write_study(tmp_path, STUDY.format(out=tmp_path / "out")
+                       + f"report_with: [{{study: {companion}, runs: {runs_file}}}]\n")
+    assert main(["study", "run", str(companion), "--quiet"]) == 0
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    report_md = tmp_path / "out" / "report" / "report.md"
+    from_store = report_md.read_text()
+    answer = (tmp_path / "out" / "answer.md").read_text()
+    figures = {p.name: p.read_bytes() for p in (tmp_path / "out" / "report" / "figures").glob("*.png")}
+    assert "tiny_companion (" in from_store and f"stored in {tmp_path / 'companion'};" in from_store
+
+    capsys.readouterr()
+    assert main(["study", "export-runs", str(tmp_path / "companion"), "--out", str(runs_file),
+                 "--optimizers", "bohb"]) == 0
+    assert "wrote 4 runs to" in capsys.readouterr().out
+    shutil.rmtree(tmp_path / "companion")
+    assert main(["report", str(tmp_path / "out")]) == 0
+    from_file = report_md.read_text()
+    assert f"read from its runs file {runs_file};" in from_file
+    assert from_file.replace(f"read from its runs file {runs_file}", f"stored in {tmp_path / 'companion'}") == from_store
+    assert (tmp_path / "out" / "answer.md").read_text() == answer
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out" / "report" / "figures").glob("*.png")} == figures
+
+    # a runs file of runs at another budget is refused, naming the entry
+    (tmp_path / "other").mkdir()
+    other = write_study(tmp_path / "other", STUDY.format(out=tmp_path / "other" / "out")
+                        .replace("budget: 5d", "budget: 3d"))
+    assert main(["study", "run", str(other), "--quiet"]) == 0
+    assert main(["study", "export-runs", str(tmp_path / "other" / "out"), "--out", str(runs_file)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "report_with[0].runs" in err[0] and "budget_spec '3d'" in err[0], err
+
+
 def test_runs_that_finish_no_evaluation_are_named_in_the_table_and_report(tmp_path):
     """Under a cost budget of one typical evaluation, a run whose first evaluation costs more than
     all of it has no regret: table.md and the report say how many such runs each optimizer had."""

@@ -1,0 +1,172 @@
+"""A study's finished held-out runs: read from its store, gathered for the report (:class:`Evaluation`),
+and written to (and read from) one small file.
+
+A companion study (``report_with``) can take far longer than the study that names it (SMAC's facades
+take 25-70 s a run), so the two may not fit one session, and a study's store does not outlive the
+machine it ran on. ``metaopt study export-runs`` writes a finished study's runs to a *runs file*
+(``runs.jsonl.gz``), small enough to commit beside its report under ``docs/results/``; a
+``report_with`` entry naming that file (``runs:``) is read from it when the companion's own store
+holds none of the runs it adds. The report says which of the two it read.
+
+A runs file is gzip-compressed JSON lines, written with a fixed header time so that the same runs
+give the same bytes. Its first line describes it (``format``, ``study``, ``benchmark``,
+``budget_spec``, ``optimizers``, ``runs``); every other line is one run: ``optimizer``, ``instance``,
+``seed``, its ``summary`` (summary.json without the trace digest) and its ``trace`` reduced to
+:data:`TRACE_COLUMNS` on the rows where the incumbent's normalized regret changes, plus the first and
+the last row. The incumbent's regret after any budget, which is all the report and the answer read
+from a trace, is the same from the reduced trace as from the whole one (:func:`reduced_trace`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+import os
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from metaopt.analysis.anytime import regret_at
+from metaopt.budget import Budget
+from metaopt.errors import UsageError
+from metaopt.run_io import TRACE_DIGEST, DamagedRun, RunResult, jsonable, read_run
+from metaopt.store import StudyStore
+
+FORMAT = "metaopt held-out runs v1"
+"""The ``format`` of a runs file's first line; a file without it is refused."""
+TRACE_COLUMNS = ("budget_used", "cost_used", "normalized_regret")
+"""The trace columns a runs file keeps: the budget axes of both units and the incumbent's regret."""
+
+
+@dataclass
+class HeldOutRun:
+    """One finished held-out run: its keys, its summary and its (possibly reduced) trace."""
+
+    optimizer: str
+    instance: str
+    seed: int
+    result: RunResult
+
+
+@dataclass
+class Evaluation:
+    """Finished held-out runs: one summary row per run and each run's regret trace."""
+
+    runs: pd.DataFrame  # optimizer, instance, seed + the summary fields
+    traces: dict[tuple[str, str, int], pd.DataFrame]  # columns spent (on the budget axis), normalized_regret
+    configs: dict[str, dict[str, object]]  # optimizer -> its configuration (peers: their description)
+    budget: Budget
+    n_failed: int
+    read_from: dict[str, str] = field(default_factory=dict)
+    """Companion study name -> where its runs were read: its store folder or its runs file."""
+
+    def regret_at(self, budget: Budget) -> pd.DataFrame:
+        """Per run: the incumbent's normalized regret after spending ``budget`` (NaN before the first evaluation)."""
+        rows = [{"optimizer": o, "instance": i, "seed": s,
+                 "regret": regret_at(t["spent"].to_numpy(), t["normalized_regret"].to_numpy(),
+                                     np.array([budget.amount]))[0] if len(t) else math.nan}
+                for (o, i, s), t in self.traces.items()]
+        return pd.DataFrame(rows)
+
+
+def stored_runs(output: Path, optimizers: Collection[str]) -> Iterator[HeldOutRun]:
+    """The finished, intact runs of ``optimizers`` under the study folder ``output`` (its ``eval/runs``),
+    in a fixed order (optimizer, instance, seed as stored names sort); damaged runs are skipped (the
+    stages redo them). Called by the report and by :func:`write_runs_file`."""
+    runs_dir = StudyStore(output).readable_eval_dir() / "runs"
+    for path in sorted(runs_dir.glob("*/*/seed-*/summary.json")):
+        optimizer, instance, seed = path.parts[-4], path.parts[-3], int(path.parts[-2].removeprefix("seed-"))
+        if optimizer not in optimizers:
+            continue
+        try:
+            result = read_run(path.parent)
+        except DamagedRun:
+            continue
+        yield HeldOutRun(optimizer, instance, seed, result)
+
+
+def reduced_trace(trace: pd.DataFrame) -> pd.DataFrame:
+    """``trace``'s :data:`TRACE_COLUMNS` on its first and last rows and every row where the
+    normalized regret differs from the row before (NaN counts as a change).
+
+    Why this loses nothing the report reads: the regret after spending ``b`` is the regret on the
+    last row with spent <= b (:func:`metaopt.analysis.anytime.regret_at`); between two kept rows the
+    regret does not change, so the last kept row at or before that row has the same regret.
+    """
+    regret = trace["normalized_regret"]
+    keep = regret.ne(regret.shift())  # the first row (shift gives NaN) and every change
+    if len(trace):
+        keep.iloc[-1] = True
+    return trace.loc[keep, list(TRACE_COLUMNS)].reset_index(drop=True)
+
+
+def write_runs_file(output: Path, target: Path, optimizers: list[str] | None = None) -> int:
+    """Write the finished runs of the study folder ``output`` (of ``optimizers``, default: all the
+    study evaluates) to the runs file ``target``; returns how many. Called by ``metaopt study
+    export-runs``. Raises UsageError, writing nothing, when the folder is not a study's or when it
+    holds no finished run of an optimizer asked for."""
+    store = StudyStore(output)
+    if not store.is_study():
+        raise UsageError(f"{output} holds no study results (no study.yaml; run `metaopt study run STUDY` first)")
+    spec = store.spec()
+    evaluated = spec.evaluation.optimizer_names() if spec.evaluation else []
+    for name in optimizers or []:
+        if name not in evaluated:
+            raise UsageError(f"--optimizers: {output} does not evaluate {name!r} (it evaluates "
+                             f"{', '.join(evaluated) or 'nothing'})")
+    wanted = optimizers or evaluated
+    runs = list(stored_runs(output, wanted))
+    missing = sorted(set(wanted) - {run.optimizer for run in runs})
+    if missing:
+        raise UsageError(f"{output} holds no finished run of {', '.join(missing)}: nothing to export for them")
+    header = {"format": FORMAT, "study": spec.name, "benchmark": spec.benchmark,
+              "budget_spec": spec.budget, "optimizers": wanted, "runs": len(runs)}
+    lines = [json.dumps(header)]
+    for run in runs:
+        summary = {k: v for k, v in run.result.summary.items() if k != TRACE_DIGEST}
+        trace = reduced_trace(run.result.trace)
+        lines.append(json.dumps({"optimizer": run.optimizer, "instance": run.instance, "seed": run.seed,
+                                 "summary": summary,
+                                 "trace": {c: jsonable(trace[c].tolist()) for c in TRACE_COLUMNS}}))
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as packed:
+        packed.write(("\n".join(lines) + "\n").encode())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    partial.write_bytes(buffer.getvalue())
+    os.replace(partial, target)  # nothing half-written under the target's name
+    return len(runs)
+
+
+def read_runs_file(path: Path, benchmark: str, budget_spec: str, optimizers: Collection[str],
+                   field: str) -> list[HeldOutRun]:
+    """The runs of ``optimizers`` in the runs file ``path``, which must hold runs on ``benchmark`` at
+    ``budget_spec`` (the companion study's); called by the report for a ``report_with`` entry whose
+    store holds none of them. ``field`` names the entry in errors (UsageError: missing, unreadable
+    or for another problem)."""
+    try:
+        lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+        header = json.loads(lines[0]) if lines else {}
+    except FileNotFoundError:
+        raise UsageError(f"{field}: no such runs file: {path} (write it with `metaopt study export-runs`)") from None
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as err:
+        raise UsageError(f"{field}: {path} is not a runs file written by `metaopt study export-runs` ({err})") from None
+    if header.get("format") != FORMAT:
+        raise UsageError(f"{field}: {path} is not a runs file written by `metaopt study export-runs`")
+    for key, expected in (("benchmark", benchmark), ("budget_spec", budget_spec)):
+        if header.get(key) != expected:
+            raise UsageError(f"{field}: {path} holds runs with {key} {header.get(key)!r}, the companion study "
+                             f"{expected!r}; export its runs again")
+    runs = []
+    for line in lines[1:]:
+        item = json.loads(line)
+        if item["optimizer"] in optimizers:
+            trace = pd.DataFrame({c: np.array(item["trace"][c], dtype=float) for c in TRACE_COLUMNS})  # None: NaN
+            runs.append(HeldOutRun(item["optimizer"], str(item["instance"]), int(item["seed"]),
+                                   RunResult(trace, item["summary"])))
+    return runs
