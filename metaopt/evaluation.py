@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Collection, Mapping
 
@@ -38,7 +38,7 @@ from metaopt.loop import run as run_loop
 from metaopt.references import Reference
 from metaopt.spaces.design_space import without_stopping
 from metaopt.spaces.resolve import optimizer_name, resolve_optimizer
-from metaopt.run_io import UNFINISHED, DamagedRun, check_run, read_run, write_run
+from metaopt.run_io import UNFINISHED, DamagedRun, RunResult, check_run, read_run, write_run
 from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
@@ -140,23 +140,28 @@ def evaluate(output: Path | StudyStore, bench: Benchmark, entries: list[Optimize
                      yahpo_data=yahpo_data)
              for e in runnable for i in instances for s in seeds]
     todo = _runs_to_do(store, specs)
+    groups = _same_runs(todo)
+    shared = len(todo) - len(groups)
     print(f"evaluation: {len(runnable)} optimizers x {len(instances)} instances x {len(seeds)} seeds = "
-          f"{len(specs)} runs, {len(specs) - len(todo)} already done; {executor.describe()}")
+          f"{len(specs)} runs, {len(specs) - len(todo)} already done"
+          + (f", {shared} the same as another optimizer's (same configuration: run once, stored for both)"
+             if shared else "") + f"; {executor.describe()}")
     started = time.perf_counter()
     failures = 0
-    outcomes = executor.map_unordered((execute, (spec,)) for spec in todo)
-    bar = dict(total=len(todo), desc="evaluation runs", unit="run", disable=True if quiet else None)
-    for _, outcome in tqdm(outcomes, **bar):
-        folder = store.eval_run_dir(outcome.spec.optimizer, outcome.spec.instance, outcome.spec.seed)
-        if outcome.ok:
-            write_run(folder, outcome.result)
-            (folder / "failed.json").unlink(missing_ok=True)
-        else:
-            failures += 1
-            atomic_write_text(folder / "failed.json", json.dumps({"traceback": outcome.error}, indent=1))
-            if not quiet:
-                tqdm.write(f"run failed: {outcome.spec.optimizer} {outcome.spec.instance} seed {outcome.spec.seed}: "
-                           f"{outcome.error.strip().splitlines()[-1]}")
+    outcomes = executor.map_unordered((execute, (group[0],)) for group in groups)
+    bar = dict(total=len(groups), desc="evaluation runs", unit="run", disable=True if quiet else None)
+    for position, outcome in tqdm(outcomes, **bar):
+        for spec in groups[position]:
+            folder = store.eval_run_dir(spec.optimizer, spec.instance, spec.seed)
+            if outcome.ok:
+                write_run(folder, RunResult(outcome.result.trace, {**outcome.result.summary, "optimizer": spec.optimizer}))
+                (folder / "failed.json").unlink(missing_ok=True)
+            else:
+                failures += 1
+                atomic_write_text(folder / "failed.json", json.dumps({"traceback": outcome.error}, indent=1))
+                if not quiet:
+                    tqdm.write(f"run failed: {spec.optimizer} {spec.instance} seed {spec.seed}: "
+                               f"{outcome.error.strip().splitlines()[-1]}")
     elapsed = time.perf_counter() - started
     print(f"evaluation: {len(todo)} runs in {elapsed:.1f} s" + (f", {failures} failed (see failed.json)" if failures else ""))
 
@@ -180,6 +185,21 @@ def evaluate(output: Path | StudyStore, bench: Benchmark, entries: list[Optimize
         write_cost_table(store.eval_dir, results, cost_reference, caption)
     return write_tables(store, results, budget, report_budgets, caption, n_instances=len(instances),
                         failed=failed)
+
+
+def _same_runs(todo: list[RunSpec]) -> list[list[RunSpec]]:
+    """``todo`` in groups of the same run under several optimizers' names, in order of first
+    appearance; the first of each group is executed. Called before the runs start.
+
+    A run is a pure function of (configuration or peer, problem, seed, budget), so two optimizers
+    with one configuration (γ* found to be a preset, a design shipped under two names) give the same
+    trace bit for bit; it is run once and stored under each name (with the one wall time measured).
+    """
+    groups: dict[str, list[RunSpec]] = {}
+    for spec in todo:
+        key = json.dumps(spec.config, sort_keys=True) + repr(replace(spec, optimizer="", config=None))
+        groups.setdefault(key, []).append(spec)
+    return list(groups.values())
 
 
 def _runs_to_do(store: StudyStore, specs: list[RunSpec]) -> list[RunSpec]:

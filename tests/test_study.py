@@ -393,6 +393,28 @@ def test_parallel_workers_give_the_serial_results(tmp_path):
         assert summary.read_text() == twin.read_text()
 
 
+def test_one_configuration_under_two_names_is_run_once_and_stored_for_both(tmp_path, capsys):
+    """γ* found to be a preset, or a design shipped under two names: the runs are the same (a run is
+    a pure function of configuration, problem, seed and budget), so each is run once and stored under
+    both names, with the same trace as when each name is run by itself."""
+    alone = tmp_path / "alone"
+    assert main(["study", "run", str(write_study(tmp_path, STUDY.format(out=alone))), "--quiet"]) == 0
+    both = tmp_path / "both"
+    text = STUDY.format(out=both).replace("optimizers: [rs, hb]", "optimizers: [rs, hb, {name: hb_again, preset: hb}]")
+    capsys.readouterr()
+    assert main(["study", "run", str(write_study(tmp_path, text))]) == 0
+    out = capsys.readouterr().out
+    assert "12 runs, 0 already done, 4 the same as another optimizer's" in out
+    assert "evaluation: 12 runs in" in out  # every run is stored, 8 were executed
+    for trace in alone.glob("eval/runs/hb/*/seed-*/trace.csv"):
+        stored = both / trace.relative_to(alone)
+        again = both / "eval" / "runs" / "hb_again" / stored.relative_to(both / "eval" / "runs" / "hb")
+        assert trace.read_bytes() == stored.read_bytes() == again.read_bytes()
+        import json
+        assert json.loads((again.parent / "summary.json").read_text())["optimizer"] == "hb_again"
+    assert len(list(both.glob("eval/runs/hb_again/*/seed-*/summary.json"))) == 4
+
+
 def test_evaluation_runs_peers_and_reports_missing_ones_as_skipped(tmp_path, capsys, monkeypatch):
     import metaopt.peers
 
