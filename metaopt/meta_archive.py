@@ -45,19 +45,28 @@ def meta_archive(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
+def _search_means(archive: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:
+    """The search's objective per (γ hash, instance), seeds averaged, and per γ hash in the archive's
+    order: ``mean`` over its instances and ``n_instances``. Read by :func:`choose_gamma_star` and
+    :func:`selection_pool`."""
+    per_instance = archive.groupby(["hash", "instance"], sort=False)["objective"].mean()
+    per_config = per_instance.groupby(level="hash", sort=False).agg(["mean", "count"]).rename(
+        columns={"count": "n_instances"})
+    return per_instance, per_config
+
+
 def choose_gamma_star(archive: pd.DataFrame, instances: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
     """γ* by the pooled rule of the module docstring."""
     if archive.empty:
         raise UsageError("meta-optimization produced no trials")
-    per_instance = archive.groupby(["hash", "instance"], sort=False)["objective"].mean().reset_index()
-    per_config = per_instance.groupby("hash", sort=False).agg(mean=("objective", "mean"),
-                                                              n_instances=("instance", "nunique")).reset_index()
+    _, per_config = _search_means(archive)
     complete = per_config[per_config["n_instances"] == len(instances)]
     pool = complete if len(complete) else per_config[per_config["n_instances"] == per_config["n_instances"].max()]
-    best = pool.loc[pool["mean"].idxmin()]
-    gamma = next(r["gamma"] for r in rows if r["hash"] == best["hash"])
-    first = archive[archive["hash"] == best["hash"]].iloc[0]
-    return {"config": gamma, "hash": best["hash"], "mean_objective": float(best["mean"]),
+    best_hash = pool["mean"].idxmin()
+    best = pool.loc[best_hash]
+    gamma = next(r["gamma"] for r in rows if r["hash"] == best_hash)
+    first = archive[archive["hash"] == best_hash].iloc[0]
+    return {"config": gamma, "hash": best_hash, "mean_objective": float(best["mean"]),
             "n_instances": int(best["n_instances"]), "all_instances": bool(len(complete)),
             "found_by_meta_seed": int(first["meta_seed"]), "found_at_trial": int(first["trial"]),
             "n_configurations": int(len(per_config)), "n_trials": int(len(archive)),
@@ -82,9 +91,7 @@ def selection_pool(archive: pd.DataFrame, instances: list[str], top: int,
     (with 30 instances and 150 trials per meta-seed, only its incumbent), and a plain mean over
     different instances would compare instances' difficulties rather than configurations.
     """
-    per_instance = archive.groupby(["hash", "instance"], sort=False)["objective"].mean()
-    per_config = per_instance.groupby(level="hash", sort=False).agg(["mean", "count"]).rename(
-        columns={"count": "n_instances"})
+    per_instance, per_config = _search_means(archive)
     complete = per_config[per_config["n_instances"] == len(instances)]
     if complete.empty:
         return per_config.iloc[:0].assign(difference=[])
