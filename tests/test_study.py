@@ -218,6 +218,9 @@ def test_a_companion_read_from_its_runs_file_gives_the_same_report(tmp_path, cap
     assert main(["study", "export-runs", str(tmp_path / "companion"), "--out", str(runs_file),
                  "--optimizers", "bohb"]) == 0
     assert "wrote 4 runs to" in capsys.readouterr().out
+    again = tmp_path / "again.jsonl.gz"
+    assert main(["study", "export-runs", str(tmp_path / "companion"), "--out", str(again), "--optimizers", "bohb"]) == 0
+    assert again.read_bytes() == runs_file.read_bytes()  # the same runs, the same bytes
     shutil.rmtree(tmp_path / "companion")
     assert main(["report", str(tmp_path / "out")]) == 0
     from_file = report_md.read_text()
