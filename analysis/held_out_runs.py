@@ -23,7 +23,6 @@ import gzip
 import io
 import json
 import math
-import os
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.run_io import TRACE_DIGEST, DamagedRun, RunResult, jsonable, read_run
 from metaopt.store import StudyStore
+from metaopt.store_utils import atomic_write_bytes
 
 FORMAT = "metaopt held-out runs v1"
 """The ``format`` of a runs file's first line; a file without it is refused."""
@@ -110,10 +110,7 @@ def write_runs_file(output: Path, target: Path, optimizers: list[str] | None = N
     study evaluates) to the runs file ``target``; returns how many. Called by ``metaopt study
     export-runs``. Raises UsageError, writing nothing, when the folder is not a study's or when it
     holds no finished run of an optimizer asked for."""
-    store = StudyStore(output)
-    if not store.is_study():
-        raise UsageError(f"{output} holds no study results (no study.yaml; run `metaopt study run STUDY` first)")
-    spec = store.spec()
+    spec = StudyStore(output).study_spec()
     evaluated = spec.evaluation.optimizer_names() if spec.evaluation else []
     for name in optimizers or []:
         if name not in evaluated:
@@ -134,12 +131,9 @@ def write_runs_file(output: Path, target: Path, optimizers: list[str] | None = N
                                  "summary": summary,
                                  "trace": {c: jsonable(trace[c].tolist()) for c in TRACE_COLUMNS}}))
     buffer = io.BytesIO()
-    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as packed:
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as packed:  # no time in the header: same bytes
         packed.write(("\n".join(lines) + "\n").encode())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
-    partial.write_bytes(buffer.getvalue())
-    os.replace(partial, target)  # nothing half-written under the target's name
+    atomic_write_bytes(target, buffer.getvalue())
     return len(runs)
 
 

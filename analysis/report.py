@@ -719,9 +719,7 @@ def _load(output: Path) -> tuple[StudySpec, list[Companion], Evaluation | None]:
     if not output.is_dir():
         raise UsageError(f"no such output folder: {output}")
     store = StudyStore(output)
-    if not store.is_study():
-        raise UsageError(f"{output} holds no study results (no study.yaml; run `metaopt study run STUDY` first)")
-    study = store.spec()
+    study = store.study_spec()
     companions = companion_studies(study, store.study_file, output)
     evaluation = load_evaluation(output, study, companions)
     if evaluation is None and not store.archive_csv.exists():

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from metaopt.errors import UsageError
 from metaopt.store_utils import LOCK_NAME
 from metaopt.study_spec import StudySpec, load_study
 
@@ -65,6 +66,13 @@ class StudyStore:
     def is_study(self) -> bool:
         """True when the folder holds a study's results (its ``study.yaml`` exists)."""
         return self.study_file.exists()
+
+    def study_spec(self) -> StudySpec:
+        """:meth:`spec`, or a UsageError saying the folder holds no study (no study.yaml); called by the
+        commands that read a study's output folder (``report``, ``study export-runs``)."""
+        if not self.is_study():
+            raise UsageError(f"{self.root} holds no study results (no study.yaml; run `metaopt study run STUDY` first)")
+        return self.spec()
 
     def spec(self) -> StudySpec:
         """The stored study, validated (:func:`metaopt.study_spec.load_study`); called by the readers of
