@@ -19,6 +19,16 @@ from typing import Any
 LOCK_NAME = ".lock"
 
 
+def _new_file_mode() -> int:
+    """The mode ``open()`` gives a new file: 0o666 less the process's umask (read once, at import)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_NEW_FILE_MODE = _new_file_mode()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the whole new one, never a part."""
     _atomic_write(path, text, "w")
@@ -34,6 +44,7 @@ def _atomic_write(path: Path, content: str | bytes, mode: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, _NEW_FILE_MODE)  # mkstemp makes the file private (0o600); a store is shared like any file
         with os.fdopen(fd, mode) as fh:
             fh.write(content)
         os.replace(tmp, path)

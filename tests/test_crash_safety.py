@@ -256,3 +256,18 @@ def test_a_damaged_ablation_run_record_is_redone(tmp_path, capsys):
         assert f"stored run {records[0]} is damaged" in capsys.readouterr().out
         assert second([config]) == estimate  # redone, with the same result
     assert sorted(store.glob("*/*/seed-*.json")) == records
+
+
+
+def test_atomic_writes_give_files_the_mode_open_would(tmp_path):
+    """Store files go through a private temporary file (mkstemp's 0o600); the finished file has the
+    mode a plain ``open()`` gives (0o666 less the umask), so others can read a shared store."""
+    from metaopt.store_utils import atomic_write_bytes, atomic_write_text
+
+    atomic_write_text(tmp_path / "a.txt", "a")
+    atomic_write_bytes(tmp_path / "b.bin", b"b")
+    (tmp_path / "plain").write_text("c")
+    plain = (tmp_path / "plain").stat().st_mode & 0o777
+    assert plain != 0o600  # else the test could not tell the two apart
+    for name in ("a.txt", "b.bin"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == plain
