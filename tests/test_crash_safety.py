@@ -258,7 +258,6 @@ def test_a_damaged_ablation_run_record_is_redone(tmp_path, capsys):
     assert sorted(store.glob("*/*/seed-*.json")) == records
 
 
-
 def test_atomic_writes_give_files_the_mode_open_would(tmp_path):
     """Store files go through a private temporary file (mkstemp's 0o600); the finished file has the
     mode a plain ``open()`` gives (0o666 less the umask), so others can read a shared store."""

@@ -26,13 +26,13 @@ level of rounding errors (see ``GAP_RTOL``).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from metaopt.benchmarks.synthetic import _FAMILIES, FAMILIES, N_INSTANCES, _draw, _excess, _random_batch
+from metaopt.store_utils import atomic_write_text
 
 RHO_TARGET = (0.55, 0.75)
 """Range of the per-instance Spearman correlation between r_min and r_max losses."""
@@ -123,9 +123,7 @@ def render(gaps: dict[str, tuple[float, ...]]) -> str:
 
 def main() -> None:
     """Recalibrate every instance and rewrite ``synthetic_gaps.py`` (the ``python -m`` entry)."""
-    tmp = _DATA_FILE.with_suffix(".tmp")
-    tmp.write_text(render(calibrate_all()))
-    os.replace(tmp, _DATA_FILE)  # all or nothing
+    atomic_write_text(_DATA_FILE, render(calibrate_all()))  # all or nothing
     print(f"wrote {_DATA_FILE}", file=sys.stderr)
 
 
