@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
+from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
 from ConfigSpace import Categorical, Float, Integer
 
@@ -173,22 +174,45 @@ def nearest_indices(archive: np.ndarray, queries: np.ndarray, k: int) -> np.ndar
 
     Called by the neighbour surrogates' ``_predict`` on every filtered batch. Returns an int array of
     shape ``(len(queries), k)`` (``k ≤ len(archive)``); of rows at equal distance the one with the
-    lower archive index comes first, so the answer depends on the data alone.
+    lower archive index comes first, so the answer depends on the data alone. Distances are those of
+    :func:`squared_distances`, bit for bit, whichever of the two searches below answers.
 
-    Written here rather than asking scikit-learn's ``NearestNeighbors``: for the few hundred queries
-    and archive rows of a batch, its brute-force path (used above 15 features, e.g. rbv2_xgboost's
-    one-hot columns) spent 50-100 ms a call starting its parallel reduction, 80% of a Smashy run, and
-    its distances (expanded into a matrix product) round with the machine's BLAS kernel. Here: the
-    distances of :func:`squared_distances`, then ``k`` passes of ``argmin``, which returns the first
-    of equal minima; queries go in blocks so that memory stays bounded.
+    Written here rather than asking scikit-learn's ``NearestNeighbors``: its brute-force path (used
+    above 15 features, e.g. rbv2_xgboost's one-hot columns) spent 50-100 ms a call starting its
+    parallel reduction, its distances (expanded into a matrix product) round with the machine's BLAS
+    kernel, and neither it nor scipy's KD-tree orders equally distant rows by index. Large archives
+    of few features go through a KD-tree (:func:`_nearest_by_tree`), the rest through a scan of all
+    distances (:func:`_nearest_by_scan`); both return the same indices.
     """
     n = len(archive)
     if not 1 <= k <= n:
         raise ValueError(f"k must be between 1 and the archive size {n}, got {k}")
+    hot = _hot_columns(queries, archive)
+    if (n >= _TREE_MIN_ROWS and archive.shape[1] <= _TREE_MAX_FEATURES and k + _TREE_MARGIN < n
+            and np.isfinite(archive).all() and np.isfinite(queries).all()):
+        return _nearest_by_tree(archive, queries, k, hot)
+    return _nearest_by_scan(archive, queries, k, hot)
+
+
+_TREE_MIN_ROWS = 128
+"""Archives smaller than this are scanned: building a tree costs more than it saves."""
+_TREE_MAX_FEATURES = 32
+"""Above this many feature columns a KD-tree prunes little and the scan is faster (nb301's hundreds of
+one-hot columns)."""
+_TREE_MARGIN = 4
+"""Neighbours the tree returns beyond ``k``, so that the ``k``-th can be told apart from the next."""
+
+
+def _nearest_by_scan(archive: np.ndarray, queries: np.ndarray, k: int, hot: np.ndarray) -> np.ndarray:
+    """:func:`nearest_indices` by computing every distance (:class:`_DistancesTo`), then ``k`` passes of
+    ``argmin``, which returns the first of equal minima; queries go in blocks so that memory stays
+    bounded."""
+    n = len(archive)
+    distances_to = _DistancesTo(archive, hot)
     out = np.empty((len(queries), k), dtype=np.intp)
     block = max(1, _NEIGHBOUR_BLOCK // n)
     for start in range(0, len(queries), block):
-        d = squared_distances(queries[start:start + block], archive)
+        d = distances_to(queries[start:start + block])
         rows = np.arange(len(d))
         for j in range(k):
             nearest = d.argmin(axis=1)
@@ -197,34 +221,100 @@ def nearest_indices(archive: np.ndarray, queries: np.ndarray, k: int) -> np.ndar
     return out
 
 
-_NEIGHBOUR_BLOCK = 1 << 21
-"""Distance-matrix entries per block of queries in :func:`nearest_indices` (16 MB of float64)."""
+_NEIGHBOUR_BLOCK = 1 << 17
+"""Distance-matrix entries per block of queries in :func:`_nearest_by_scan` (1 MiB of float64, small
+enough for the column-by-column sums to stay in the processor's cache)."""
+
+
+def _nearest_by_tree(archive: np.ndarray, queries: np.ndarray, k: int, hot: np.ndarray) -> np.ndarray:
+    """:func:`nearest_indices` through scipy's KD-tree, with exact distances and the index order of ties.
+
+    The tree returns ``k + _TREE_MARGIN`` neighbours per query under its own arithmetic; they are
+    re-ranked by their exact distances (:meth:`_DistancesTo.of_pairs`, recomputed for those pairs
+    alone) and then by index. The answer is the scan's whenever every row the tree left out is
+    farther than the ``k``-th kept one: the left-out rows are at least as far as the last returned
+    row by the tree's distance, and the two distances agree to far better than the relative margin
+    1e-9 used here. Queries where that cannot be shown (ties around the ``k``-th neighbour,
+    duplicates) are scanned.
+    """
+    m = len(queries)
+    found = k + _TREE_MARGIN
+    tree_distance, index = cKDTree(archive, leafsize=32).query(queries, k=found)
+    tree_distance, index = tree_distance.reshape(m, found), index.reshape(m, found)
+    exact = _DistancesTo(archive, hot).of_pairs(queries, index)
+    order = np.lexsort((index, exact), axis=1)  # by distance, then index
+    index, exact = np.take_along_axis(index, order, axis=1), np.take_along_axis(exact, order, axis=1)
+    out = index[:, :k].astype(np.intp)
+    unproven = ~(tree_distance[:, -1] ** 2 > exact[:, k - 1] * (1.0 + 1e-9))
+    if unproven.any():
+        out[unproven] = _nearest_by_scan(archive, queries[unproven], k, hot)
+    return out
 
 
 def squared_distances(queries: np.ndarray, archive: np.ndarray) -> np.ndarray:
     """Squared Euclidean distances, shape ``(len(queries), len(archive))``, the same on every machine.
 
-    One-hot columns (every value 0 or :data:`~metaopt.features.ONE_HOT`, as the feature encoder writes
-    categoricals) contribute ``ONE_HOT² × (number of differing columns)``; the count is a matrix
-    product of 0/1 matrices, whose sums are exact integers in any order of summation, so no BLAS
-    kernel can change it, and it costs a fraction of a distance loop over hundreds of one-hot columns
-    (nb301). The other columns go through scipy's ``cdist``, a plain loop (exact squared differences).
+    One-hot columns (every value 0 or :data:`~metaopt.features.ONE_HOT` in both arrays, as the feature
+    encoder writes categoricals) contribute ``ONE_HOT² × (number of differing columns)``; the count
+    is a matrix product of 0/1 matrices, whose sums are exact integers in any order of summation, so
+    no BLAS kernel can change it, and it costs a fraction of a distance loop over hundreds of one-hot
+    columns (nb301). The other columns' squared differences are summed column after column in
+    numpy's elementwise arithmetic: what scipy's ``cdist`` computes, bit for bit, but without
+    depending on how a compiler contracted its loop, and repeatable for chosen pairs
+    (:meth:`_DistancesTo.of_pairs`).
     """
-    hot = _one_hot_columns(queries) & _one_hot_columns(archive)
-    if hot.all():
-        d = np.zeros((len(queries), len(archive)))
-    else:
-        d = cdist(queries[:, ~hot], archive[:, ~hot], "sqeuclidean")
-    if hot.any():
-        q, a = (queries[:, hot] != 0).astype(float), (archive[:, hot] != 0).astype(float)
-        with _threadpools().limit(limits=1):
-            differing = q @ a.T  # hot columns in common, turned in place into differing ones:
-        differing *= -2.0
-        differing += q.sum(axis=1)[:, None]
-        differing += a.sum(axis=1)[None, :]
-        differing *= ONE_HOT**2
-        d += differing
-    return d
+    return _DistancesTo(archive, _hot_columns(queries, archive))(queries)
+
+
+class _DistancesTo:
+    """The squared distances of :func:`squared_distances` to one archive, its side prepared once for
+    every block of queries. ``hot`` is the one-hot mask of all the queries and the archive, so that
+    every block, and every pair, sums the same columns in the same order."""
+
+    def __init__(self, archive: np.ndarray, hot: np.ndarray) -> None:
+        self.hot = hot
+        self.numeric = archive[:, ~hot]
+        self.indicators = (archive[:, hot] != 0).astype(float)
+        self.counts = self.indicators.sum(axis=1)
+
+    def __call__(self, queries: np.ndarray) -> np.ndarray:
+        """Distances of every query to every archive row, shape ``(len(queries), len(archive))``."""
+        numeric = queries[:, ~self.hot]
+        d = np.zeros((len(queries), len(self.numeric)))
+        diff = np.empty_like(d)
+        for j in range(numeric.shape[1]):
+            np.subtract(numeric[:, j, None], self.numeric[None, :, j], out=diff)
+            diff *= diff
+            d += diff
+        if self.hot.any():
+            q = (queries[:, self.hot] != 0).astype(float)
+            with _threadpools().limit(limits=1):
+                differing = q @ self.indicators.T  # hot columns in common, turned in place into differing ones:
+            differing *= -2.0
+            differing += q.sum(axis=1)[:, None]
+            differing += self.counts[None, :]
+            differing *= ONE_HOT**2
+            d += differing
+        return d
+
+    def of_pairs(self, queries: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """``self(queries)[i, index[i, j]]`` for every ``i, j``, bit for bit, computed for those pairs alone."""
+        numeric = queries[:, ~self.hot]
+        d = np.zeros(index.shape)
+        for j in range(numeric.shape[1]):
+            diff = numeric[:, j, None] - self.numeric[:, j][index]
+            diff *= diff
+            d += diff
+        if self.hot.any():
+            q = queries[:, self.hot] != 0
+            differing = (q[:, None, :] != self.indicators.astype(bool)[index]).sum(axis=2)
+            d += differing * ONE_HOT**2
+        return d
+
+
+def _hot_columns(queries: np.ndarray, archive: np.ndarray) -> np.ndarray:
+    """The columns counted as one-hot by :func:`squared_distances`: all 0 or ONE_HOT in both arrays."""
+    return _one_hot_columns(queries) & _one_hot_columns(archive)
 
 
 def _one_hot_columns(F: np.ndarray) -> np.ndarray:

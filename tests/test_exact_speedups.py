@@ -81,3 +81,54 @@ def test_nearest_indices_equal_scikit_learn_neighbours(n, p, k, categoricals):
     archive, queries = features(n), features(500)
     expected = NearestNeighbors(n_neighbors=k).fit(archive).kneighbors(queries, return_distance=False)
     np.testing.assert_array_equal(nearest_indices(archive, queries, k), expected)
+
+
+def _tied_features(rows: int, data: np.random.Generator, p: int = 4) -> np.ndarray:
+    """Numeric columns on a coarse grid (many exact ties and duplicate rows) and two one-hot categoricals."""
+    from metaopt.features import ONE_HOT
+
+    hot = [np.eye(c)[data.integers(0, c, rows)] * ONE_HOT for c in (3, 2)]
+    return np.hstack([data.integers(0, 4, (rows, p)) / 3.0, *hot])
+
+
+@pytest.mark.parametrize("n, k, tied", [(130, 1, True), (500, 7, True), (2000, 7, True), (700, 7, False),
+                                        (3000, 1, False)])
+def test_neighbour_tree_answers_as_the_scan(monkeypatch, n, k, tied):
+    """The KD-tree search returns the scan's indices, ties ordered by index, and the scan takes over
+    exactly the queries whose k-th neighbour the tree cannot separate from the next."""
+    from metaopt.components import surrogates
+
+    data = np.random.default_rng(n + k)
+    if tied:
+        archive, queries = _tied_features(n, data), _tied_features(400, data)
+    else:
+        archive, queries = data.random((n, 9)), data.random((400, 9))
+    hot = surrogates._hot_columns(queries, archive)
+    scanned = []
+    scan = surrogates._nearest_by_scan
+    monkeypatch.setattr(surrogates, "_nearest_by_scan", lambda *args: scanned.append(len(args[1])) or scan(*args))
+    by_tree = surrogates.nearest_indices(archive, queries, k)
+    assert scanned and scanned[0] < len(queries) if tied else not scanned  # the tree answered, the scan only ties
+    np.testing.assert_array_equal(by_tree, scan(archive, queries, k, hot))
+
+
+def test_squared_distances_sum_the_columns_in_order():
+    """Every distance is the sequential sum of the numeric columns' squared differences plus ONE_HOT²
+    per differing one-hot column, bit for bit (so the scan and the tree's re-ranking agree)."""
+    from metaopt.components.surrogates import _DistancesTo, _hot_columns, squared_distances
+    from metaopt.features import ONE_HOT
+
+    data = np.random.default_rng(5)
+    archive = np.hstack([data.random((60, 8)), _tied_features(60, data)[:, 4:]])  # 8 numeric, 5 one-hot
+    queries = np.hstack([data.random((30, 8)), _tied_features(30, data)[:, 4:]])
+    d = squared_distances(queries, archive)
+    for i in range(len(queries)):
+        for j in range(len(archive)):
+            total = 0.0
+            for c in range(8):
+                total += (queries[i, c] - archive[j, c]) ** 2
+            total += float((queries[i, 8:] != archive[j, 8:]).sum()) * ONE_HOT**2
+            assert d[i, j] == total
+    index = data.integers(0, 60, (30, 5))
+    pairs = _DistancesTo(archive, _hot_columns(queries, archive)).of_pairs(queries, index)
+    np.testing.assert_array_equal(pairs, np.take_along_axis(d, index, axis=1))
