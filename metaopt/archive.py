@@ -18,13 +18,14 @@ class Archive:
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
-        self._vectors: list[np.ndarray] = []
-        self._columns: dict[str, list[np.ndarray]] = {f: [] for f in self._FIELDS + self._ANNOTATIONS}
         self._rows = 0
-        self._joined: dict[str, np.ndarray] = {}
-        """Concatenations already made since the last change, by field ("X" for the vectors): the
-        components read the archive several times per batch, and joining it anew each time was
-        quadratic in the run's length."""
+        self._last_batch = 0
+        """Rows added by the last :meth:`add` (the ones :meth:`annotate_last` sets)."""
+        # Each field lives in a buffer of spare capacity that doubles when full, so appending a batch
+        # copies only the batch (joining a list of per-batch arrays on every read after a change
+        # was quadratic in the run's length); readers get read-only views of the filled rows.
+        self._buffers: dict[str, np.ndarray] = {"X": np.empty((0, dim))}
+        self._buffers.update({f: np.empty(0) for f in self._ANNOTATIONS})
 
     def __len__(self) -> int:
         return self._rows
@@ -36,35 +37,49 @@ class Archive:
         for f, v in values.items():
             if v.shape != (n,):
                 raise ValueError(f"archive field {f}: expected {n} values, got shape {v.shape}")
-        self._vectors.append(np.asarray(vectors, dtype=float).reshape(n, self.dim))
-        self._rows += n
+        values["X"] = np.asarray(vectors, dtype=float).reshape(n, self.dim)
+        values.update({f: np.full(n, np.nan) for f in self._ANNOTATIONS})
+        end = self._rows + n
         for f, v in values.items():
-            self._columns[f].append(v)
-        for f in self._ANNOTATIONS:
-            self._columns[f].append(np.full(n, np.nan))
-        self._joined.clear()
+            buffer = self._buffers.get(f, np.empty((0, *v.shape[1:]), dtype=v.dtype))
+            dtype = np.result_type(buffer, v)  # as concatenating every batch's values would give
+            if dtype != buffer.dtype or len(buffer) < end:
+                buffer = self._grow(buffer, end, dtype)
+            buffer[self._rows:end] = v
+            self._buffers[f] = buffer
+        self._rows, self._last_batch = end, n
+
+    def _grow(self, buffer: np.ndarray, rows: int, dtype: np.dtype) -> np.ndarray:
+        """A new buffer of at least ``rows`` rows (the capacity doubled) holding ``buffer``'s filled rows."""
+        grown = np.empty((max(rows, 2 * len(buffer), 16), *buffer.shape[1:]), dtype=dtype)
+        grown[:self._rows] = buffer[:self._rows]
+        return grown
 
     def annotate_last(self, name: str, value: float) -> None:
         """Set the annotation ``name`` of every row of the last added batch."""
-        self._columns[name][-1][:] = value
-        self._joined.pop(name, None)
+        # Into a copy: arrays handed out before must not change under their reader.
+        annotations = self._buffers[name].copy()
+        annotations[self._rows - self._last_batch:self._rows] = value
+        self._buffers[name] = annotations
 
-    def _concat(self, key: str, parts: list[np.ndarray], empty_shape: tuple[int, ...]) -> np.ndarray:
-        """The parts as one read-only array, joined once per change of the archive."""
-        if key not in self._joined:
-            joined = np.concatenate(parts) if parts else np.empty(empty_shape)
-            joined.flags.writeable = False  # shared by every reader until the next change
-            self._joined[key] = joined
-        return self._joined[key]
+    def _view(self, key: str) -> np.ndarray:
+        """The filled rows of one buffer, read-only (appending never changes rows already filled)."""
+        view = self._buffers[key][:self._rows]
+        view.flags.writeable = False
+        return view
 
     @property
     def X(self) -> np.ndarray:
         """Configuration vectors, one row per evaluation (read-only)."""
-        return self._concat("X", self._vectors, (0, self.dim))
+        return self._view("X")
 
     def column(self, name: str) -> np.ndarray:
         """One field or annotation, one value per evaluation (read-only)."""
-        return self._concat(name, self._columns[name], (0,))
+        if name not in self._FIELDS + self._ANNOTATIONS:
+            raise KeyError(name)
+        if name not in self._buffers:  # no batch yet
+            return np.empty(0)
+        return self._view(name)
 
     @property
     def loss(self) -> np.ndarray:
