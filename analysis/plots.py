@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import io
 from pathlib import Path
 
 import matplotlib
@@ -11,6 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+
+from metaopt.store_utils import atomic_write_bytes  # noqa: E402
 
 
 def plot_anytime(curves: pd.DataFrame, path: Path, title: str, caption: str) -> None:
@@ -40,8 +42,7 @@ def save_with_caption(fig: plt.Figure, path: Path, caption: str | None, fontsize
     if caption:
         fig.text(0.01, 0.01, caption, fontsize=fontsize, ha="left", va="bottom", wrap=True)
     fig.tight_layout(rect=(0, 0.06 if caption else 0, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=120)
+    image = io.BytesIO()
+    fig.savefig(image, dpi=120, format=path.suffix.lstrip(".") or None)
     plt.close(fig)
-    os.replace(tmp, path)
+    atomic_write_bytes(path, image.getvalue())
