@@ -66,10 +66,29 @@ class Executor(AbstractContextManager):
         return "serial (this process)"
 
 
+_LOCAL_WORKER_CONFIG = {
+    # Dask's nanny sets glibc's trim threshold to 64 KiB so that workers hand freed memory back to the
+    # system at once. Setting it at all also fixes glibc's mmap threshold, so every numpy temporary
+    # above 128 KiB (a neighbour query's distances, a GP's kernel matrix) is mapped and unmapped anew,
+    # and inner runs took longer in a worker than in a plain process. Our tasks are short and small.
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": 128 * 1024 * 1024,
+    # Timers that wake each worker's event loop (the statistical profiler every 10 ms, the tick
+    # monitor every 20 ms, memory and system monitors): each wake-up takes the GIL from the inner
+    # run. Nothing here reads their output.
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.memory.monitor-interval": "1s",
+}
+"""Settings for the worker processes of a LocalCluster this module starts; their effect on the
+speed-up of 2 workers over 1 is measured in docs/benchmarks.md (section 3)."""
+
+
 class DaskExecutor(Executor):
     """Tasks on a dask.distributed cluster: a new LocalCluster, or an existing scheduler."""
 
     def __init__(self, workers: int = 2, scheduler: str | None = None) -> None:
+        import dask
         from dask.distributed import Client, LocalCluster, as_completed
 
         super().__init__()
@@ -83,10 +102,11 @@ class DaskExecutor(Executor):
             self.workers = max(len(self.dask_client.scheduler_info().get("workers", {})), 1)
         else:
             # One single-threaded process per worker; linear algebra pinned to one thread per process.
-            self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                         dashboard_address=":0", host="127.0.0.1",
-                                         env={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-                                              "MKL_NUM_THREADS": "1"})
+            with dask.config.set(_LOCAL_WORKER_CONFIG):  # read when the worker processes start
+                self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                             dashboard_address=":0", host="127.0.0.1",
+                                             env={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                                                  "MKL_NUM_THREADS": "1"})
             self.dask_client = Client(self._cluster)
             self.workers = workers
         self._scheduler = scheduler
