@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -68,11 +69,11 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
                 if executor.dask_client is not None:  # workers load the benchmark before the clock starts
                     executor.dask_client.run(warm_up, ctx.bench.name, yahpo_data, ctx.meta_instances[0])
                 startup_s = time.perf_counter() - started
-                started = time.perf_counter()
+                started, cpu_before = time.perf_counter(), _own_cpu_s()
                 with contextlib.redirect_stdout(io.StringIO()):  # optimize() reports per meta-seed
                     optimize(Path(folder), setup, space, ctx.meta_instances, features, config.meta_trials,
                              meta.seeds, executor, quiet=True, batch_size=meta.batch_size)
-                wall_s = time.perf_counter() - started
+                wall_s, own_cpu_s = time.perf_counter() - started, _own_cpu_s() - cpu_before
             archive = pd.read_csv(Path(folder) / "meta" / "archive.csv")
             # inner wall times are in the run store (the archive holds only what a run computes)
             inner = pd.Series([json.loads(p.read_text()).get("summary", {}).get("wall_time_s")
@@ -83,6 +84,9 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
             "wall_s": wall_s, "startup_s": startup_s, "runs_per_s": runs_per_s,
             "inner_run_s_mean": float(inner.mean()), "inner_run_s_median": float(inner.median()),
             "outside_inner_share": 1.0 - float(inner.sum()) / (workers * wall_s),
+            # with Dask workers: SMAC's asks and tells, the scheduler and storing, which share the cores with
+            # the workers; with one worker this process also runs the inner runs
+            "own_cpu_s": own_cpu_s,
             "projected_study_h": study_runs / runs_per_s / 3600,
         })
     _speedups(rows)
@@ -90,6 +94,12 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
             "restriction": meta.restriction, "instances": ctx.meta_instances, "meta_seeds": list(meta.seeds),
             "study_meta_seeds": len(meta.seeds), "study_trials": meta.trials, "study_runs": study_runs,
             "rows": rows, "evaluate_rows": evaluate_rows(config, ctx, yahpo_data)}
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds (user and system) this process has used so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _speedups(rows: list[dict[str, Any]]) -> None:

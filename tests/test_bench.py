@@ -137,3 +137,16 @@ def test_busy_cores_is_the_busy_share_of_the_machine_times_its_cores(monkeypatch
     assert machine.busy_cores(0.0) == 1.5
     monkeypatch.setattr(machine, "_cpu_jiffies", lambda: None)
     assert machine.busy_cores(0.0) is None
+
+
+def test_a_short_speed_up_names_the_cpu_this_process_used_beside_the_workers():
+    from metaopt.bench.report import _meta_remarks
+
+    serial = {"workers": 1, "busy_cores_before": 0.0, "wall_s": 45.0, "runs_per_s": 1.0, "speedup": 1.0,
+              "inner_run_s_mean": 0.84, "own_cpu_s": 44.0, "speedup_valid": True}
+    parallel = {"workers": 2, "busy_cores_before": 0.0, "wall_s": 26.6, "runs_per_s": 1.71, "speedup": 1.71,
+                "inner_run_s_mean": 1.0, "own_cpu_s": 4.1, "speedup_valid": True}
+    text = " ".join(_meta_remarks({"rows": [serial, parallel]}))
+    assert "used 4.1 CPU seconds in the 26.6 s, 15% of a core" in text and "1.19× as long" in text
+    parallel["own_cpu_s"] = 0.5  # a process that only schedules: the remark does not blame it
+    assert "CPU seconds" not in " ".join(_meta_remarks({"rows": [serial, parallel]}))
