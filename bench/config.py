@@ -22,7 +22,8 @@ class BenchConfig:
     instance is a fluke: paired differences need instances)."""
     peer_seeds: int = 3
     budget: str = "30d"
-    overhead_optimizers: tuple[str, ...] = ("rs", "hb", "bohb", "smashy_lcbench_hb", "bo_gp_ei", "cfo")
+    overhead_optimizers: tuple[str, ...] = ("rs", "hb", "bohb", "smashy_lcbench_hb", "bo_gp_ei", "bo_rf_ei", "cfo",
+                                            "metaopt_lcbench")
     peers: tuple[tuple[str, str], ...] = (("smac_hpo", "smac_like"), ("smac_hb", "hb"), ("optuna_tpe", "bohb"),
                                           ("flaml_cfo", "cfo_tuned"))
     """(peer, our preset it is compared with)."""

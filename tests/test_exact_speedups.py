@@ -26,7 +26,11 @@ def _mixed_space() -> ConfigurationSpace:
 
 
 def _spaces(yahpo_data) -> dict[str, ConfigurationSpace]:
-    spaces = {"mixed": _mixed_space(), "design space": design_space()}
+    flat = ConfigurationSpace()  # no conditions or forbiddens: the round-by-round sampler
+    flat.add([Categorical("c", ["a", "b", "c", "d"]), Integer("small", (1, 5)), Float("f", (0.0, 1.0)),
+              OrdinalHyperparameter("o", ["low", "mid", "high"]), Integer("wide", (1, 10_000), log=True),
+              Categorical("bit", [True, False]), Float("g", (1e-3, 1.0), log=True)])
+    spaces = {"mixed": _mixed_space(), "flat": flat, "design space": design_space()}
     for name in ("synthetic:mlp", "synthetic:boosting", "yahpo:lcbench", "yahpo:rbv2_xgboost", "yahpo:nb301"):
         spaces[name] = get_benchmark(name, yahpo_data).search_space
     return spaces
