@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import resource
 import tempfile
 import time
 from pathlib import Path
@@ -97,9 +96,8 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
 
 
 def _own_cpu_s() -> float:
-    """CPU seconds (user and system) this process has used so far."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    """CPU seconds (user and system, all its threads) this process has used so far."""
+    return time.process_time()
 
 
 def _speedups(rows: list[dict[str, Any]]) -> None:
