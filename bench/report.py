@@ -382,9 +382,11 @@ def _meta_remarks(section: dict[str, Any]) -> list[str]:
                          f"the scheduler and the storing, used {row['own_cpu_s']:.1f} CPU seconds in the "
                          f"{row['wall_s']:.1f} s, {100 * own_share:.0f}% of a core, on the same cores as the "
                          f"workers, and each inner run took {slower:.2f}× as long as in the serial measurement. "
-                         "With one worker that work takes turns with the inner runs; with a worker per core it "
-                         "competes with them. The evaluate stage below, where this process only schedules, shows "
-                         "what the workers do without it.")
+                         "Taking that share from the workers' cores slows them by at most "
+                         f"{1 / (1 - own_share / row['workers']):.2f}×; the rest of the slowdown is the inner runs "
+                         "themselves running side by side (these trials are SMAC's random designs; the evaluate "
+                         "stage's presets below, where this process only schedules, show how far the workers "
+                         "scale on lighter runs).")
         elif row["speedup"] < 0.9 * row["workers"] / base["workers"] and slower > 1.2:
             lines.append(f"With {row['workers']} workers the throughput is {row['speedup']:.2f}× that of "
                          f"{base['workers']}, and each inner run (the same trials in both measurements) took "

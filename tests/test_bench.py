@@ -148,5 +148,6 @@ def test_a_short_speed_up_names_the_cpu_this_process_used_beside_the_workers():
                 "inner_run_s_mean": 1.0, "own_cpu_s": 4.1, "speedup_valid": True}
     text = " ".join(_meta_remarks({"rows": [serial, parallel]}))
     assert "used 4.1 CPU seconds in the 26.6 s, 15% of a core" in text and "1.19× as long" in text
+    assert "slows them by at most 1.08×" in text
     parallel["own_cpu_s"] = 0.5  # a process that only schedules: the remark does not blame it
     assert "CPU seconds" not in " ".join(_meta_remarks({"rows": [serial, parallel]}))
