@@ -68,11 +68,11 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
                 if executor.dask_client is not None:  # workers load the benchmark before the clock starts
                     executor.dask_client.run(warm_up, ctx.bench.name, yahpo_data, ctx.meta_instances[0])
                 startup_s = time.perf_counter() - started
-                started, cpu_before = time.perf_counter(), _own_cpu_s()
+                started, cpu_before = time.perf_counter(), time.process_time()  # this process's CPU, all threads
                 with contextlib.redirect_stdout(io.StringIO()):  # optimize() reports per meta-seed
                     optimize(Path(folder), setup, space, ctx.meta_instances, features, config.meta_trials,
                              meta.seeds, executor, quiet=True, batch_size=meta.batch_size)
-                wall_s, own_cpu_s = time.perf_counter() - started, _own_cpu_s() - cpu_before
+                wall_s, own_cpu_s = time.perf_counter() - started, time.process_time() - cpu_before
             archive = pd.read_csv(Path(folder) / "meta" / "archive.csv")
             # inner wall times are in the run store (the archive holds only what a run computes)
             inner = pd.Series([json.loads(p.read_text()).get("summary", {}).get("wall_time_s")
@@ -93,11 +93,6 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
             "restriction": meta.restriction, "instances": ctx.meta_instances, "meta_seeds": list(meta.seeds),
             "study_meta_seeds": len(meta.seeds), "study_trials": meta.trials, "study_runs": study_runs,
             "rows": rows, "evaluate_rows": evaluate_rows(config, ctx, yahpo_data)}
-
-
-def _own_cpu_s() -> float:
-    """CPU seconds (user and system, all its threads) this process has used so far."""
-    return time.process_time()
 
 
 def _speedups(rows: list[dict[str, Any]]) -> None:

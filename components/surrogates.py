@@ -187,11 +187,11 @@ def nearest_indices(archive: np.ndarray, queries: np.ndarray, k: int) -> np.ndar
     n = len(archive)
     if not 1 <= k <= n:
         raise ValueError(f"k must be between 1 and the archive size {n}, got {k}")
-    hot = _hot_columns(queries, archive)
+    distances_to = _DistancesTo(archive, _hot_columns(queries, archive))
     if (n >= _TREE_MIN_ROWS and archive.shape[1] <= _TREE_MAX_FEATURES and k + _TREE_MARGIN < n
             and np.isfinite(archive).all() and np.isfinite(queries).all()):
-        return _nearest_by_tree(archive, queries, k, hot)
-    return _nearest_by_scan(archive, queries, k, hot)
+        return _nearest_by_tree(archive, distances_to, queries, k)
+    return _nearest_by_scan(distances_to, queries, k)
 
 
 _TREE_MIN_ROWS = 128
@@ -203,12 +203,11 @@ _TREE_MARGIN = 4
 """Neighbours the tree returns beyond ``k``, so that the ``k``-th can be told apart from the next."""
 
 
-def _nearest_by_scan(archive: np.ndarray, queries: np.ndarray, k: int, hot: np.ndarray) -> np.ndarray:
-    """:func:`nearest_indices` by computing every distance (:class:`_DistancesTo`), then ``k`` passes of
-    ``argmin``, which returns the first of equal minima; queries go in blocks so that memory stays
-    bounded."""
-    n = len(archive)
-    distances_to = _DistancesTo(archive, hot)
+def _nearest_by_scan(distances_to: _DistancesTo, queries: np.ndarray, k: int) -> np.ndarray:
+    """:func:`nearest_indices` by computing every distance to the archive (``distances_to``), then
+    ``k`` passes of ``argmin``, which returns the first of equal minima; queries go in blocks so that
+    memory stays bounded."""
+    n = distances_to.rows
     out = np.empty((len(queries), k), dtype=np.intp)
     block = max(1, _NEIGHBOUR_BLOCK // n)
     for start in range(0, len(queries), block):
@@ -226,7 +225,7 @@ _NEIGHBOUR_BLOCK = 1 << 17
 enough for the column-by-column sums to stay in the processor's cache)."""
 
 
-def _nearest_by_tree(archive: np.ndarray, queries: np.ndarray, k: int, hot: np.ndarray) -> np.ndarray:
+def _nearest_by_tree(archive: np.ndarray, distances_to: _DistancesTo, queries: np.ndarray, k: int) -> np.ndarray:
     """:func:`nearest_indices` through scipy's KD-tree, with exact distances and the index order of ties.
 
     The tree returns ``k + _TREE_MARGIN`` neighbours per query under its own arithmetic; they are
@@ -241,13 +240,13 @@ def _nearest_by_tree(archive: np.ndarray, queries: np.ndarray, k: int, hot: np.n
     found = k + _TREE_MARGIN
     tree_distance, index = cKDTree(archive, leafsize=32).query(queries, k=found)
     tree_distance, index = tree_distance.reshape(m, found), index.reshape(m, found)
-    exact = _DistancesTo(archive, hot).of_pairs(queries, index)
+    exact = distances_to.of_pairs(queries, index)
     order = np.lexsort((index, exact), axis=1)  # by distance, then index
     index, exact = np.take_along_axis(index, order, axis=1), np.take_along_axis(exact, order, axis=1)
     out = index[:, :k].astype(np.intp)
     unproven = ~(tree_distance[:, -1] ** 2 > exact[:, k - 1] * (1.0 + 1e-9))
     if unproven.any():
-        out[unproven] = _nearest_by_scan(archive, queries[unproven], k, hot)
+        out[unproven] = _nearest_by_scan(distances_to, queries[unproven], k)
     return out
 
 
@@ -272,15 +271,17 @@ class _DistancesTo:
     every block, and every pair, sums the same columns in the same order."""
 
     def __init__(self, archive: np.ndarray, hot: np.ndarray) -> None:
+        self.rows = len(archive)
         self.hot = hot
         self.numeric = archive[:, ~hot]
-        self.indicators = (archive[:, hot] != 0).astype(float)
+        self.is_hot = archive[:, hot] != 0
+        self.indicators = self.is_hot.astype(float)
         self.counts = self.indicators.sum(axis=1)
 
     def __call__(self, queries: np.ndarray) -> np.ndarray:
         """Distances of every query to every archive row, shape ``(len(queries), len(archive))``."""
         numeric = queries[:, ~self.hot]
-        d = np.zeros((len(queries), len(self.numeric)))
+        d = np.zeros((len(queries), self.rows))
         diff = np.empty_like(d)
         for j in range(numeric.shape[1]):
             np.subtract(numeric[:, j, None], self.numeric[None, :, j], out=diff)
@@ -307,7 +308,7 @@ class _DistancesTo:
             d += diff
         if self.hot.any():
             q = queries[:, self.hot] != 0
-            differing = (q[:, None, :] != self.indicators.astype(bool)[index]).sum(axis=2)
+            differing = (q[:, None, :] != self.is_hot[index]).sum(axis=2)
             d += differing * ONE_HOT**2
         return d
 
