@@ -439,11 +439,13 @@ RF_HPS = (
     Integer("rf_min_samples_leaf", (1, 10), default=1),
     Float("rf_max_features", (0.1, 1.0), default=1 / 3),
     Categorical("rf_bootstrap", [True, False], default=True),
+    Float("rf_refit_growth", (0.0, 1.0), default=0.0),
 )
 
 
 @register("surrogates", "rf", hyperparameters=list(RF_HPS),
-          description="random forest (50 trees); std = spread of the tree predictions")
+          description="random forest (50 trees, optionally regrown only as the archive grows); std = spread "
+                      "of the tree predictions")
 class RandomForest(Surrogate):
     """Random forest: 50 full-depth bootstrap trees, 1/3 of the features per split (R's default).
 
@@ -459,26 +461,57 @@ class RandomForest(Surrogate):
     ``rf_max_features`` (fraction of the features tried per split) and ``rf_bootstrap`` (False:
     every tree sees every point once; the trees then differ by their feature draws only). SMAC's
     HPO facade uses 10 trees, all features per split, leaves of 1, bootstrap.
+
+    Refit schedule (``rf_refit_growth`` g): growing the trees is most of a model-based run
+    (docs/benchmarks.md). With g > 0 the trees are grown anew only when the training set has grown
+    by at least the fraction g since they were grown (or when it is not the old rows plus new ones);
+    in between each tree keeps its splits and its leaf values are recomputed from every point: the
+    mean loss of the points in the leaf, the rows it was grown on with their bootstrap weights and
+    each row added since with weight 1. g = 0 (the default) grows every fit, as above.
     """
 
     has_std = True
 
     def __init__(self, rf_n_trees: int = 50, rf_min_samples_leaf: int = 1, rf_max_features: float = 1 / 3,
-                 rf_bootstrap: bool = True) -> None:
+                 rf_bootstrap: bool = True, rf_refit_growth: float = 0.0) -> None:
         super().__init__()
         self.n_estimators = int(rf_n_trees)
         self.min_samples_leaf = int(rf_min_samples_leaf)
         self.max_features = float(rf_max_features)
         self.bootstrap = bool(rf_bootstrap)
+        self.refit_growth = float(rf_refit_growth)
+        self._grown_on: np.ndarray | None = None
+        """The float32 features the trees were grown on (kept only with a refit schedule, g > 0)."""
+        self._grown_weights: list[np.ndarray] = []
+        """Per tree: the weight of each row it was grown on (bootstrap counts, or ones)."""
+        self._leaf_values: list[np.ndarray] = []
+        """Per tree: the mean loss of each node's training rows (g > 0; read at the leaves)."""
 
     def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
+        X = np.ascontiguousarray(F, dtype=np.float32)  # the forest's input conversion
+        if self.refit_growth > 0 and self._extends_grown(X):
+            self._refresh_leaves(X, y)
+            return
+        self._grow(X, y, rng)
+        if self.refit_growth > 0:
+            self._grown_on = X.copy()
+            self._refresh_leaves(X, y)
+
+    def _extends_grown(self, X: np.ndarray) -> bool:
+        """Whether the trees can be kept: ``X`` starts with the rows they were grown on and has grown by
+        less than the fraction ``refit_growth`` since."""
+        grown = self._grown_on
+        if grown is None or grown.shape[1] != X.shape[1] or len(X) < len(grown):
+            return False
+        return len(X) < len(grown) * (1.0 + self.refit_growth) and np.array_equal(X[:len(grown)], grown)
+
+    def _grow(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
         from sklearn.tree import DecisionTreeRegressor
 
-        X = np.asarray(F, dtype=np.float32)  # the forest's input conversion
         target = np.ascontiguousarray(y.reshape(-1, 1), dtype=np.float64)
         n = len(X)
         seeds = np.random.RandomState(_seed(rng))
-        self._trees = []
+        self._trees, self._grown_weights = [], []
         for _ in range(self.n_estimators):
             tree = DecisionTreeRegressor(max_features=self.max_features, min_samples_leaf=self.min_samples_leaf,
                                          random_state=seeds.randint(np.iinfo(np.int32).max))
@@ -488,11 +521,29 @@ class RandomForest(Surrogate):
                 weight = np.bincount(bootstrap, minlength=n)
             tree._fit(X, target, sample_weight=weight, check_input=False)
             self._trees.append(tree)
+            self._grown_weights.append(np.ones(n) if weight is None else weight.astype(float))
+
+    def _refresh_leaves(self, X: np.ndarray, y: np.ndarray) -> None:
+        """Each tree's leaf values from all rows ``X``: the weighted mean loss of the rows in the leaf,
+        the rows the tree was grown on with their weights and every row added since with weight 1.
+        A leaf keeps at least the grown rows that shaped it, so no leaf is left empty."""
+        self._leaf_values = []
+        for tree, grown_weight in zip(self._trees, self._grown_weights):
+            weight = np.concatenate([grown_weight, np.ones(len(X) - len(grown_weight))])
+            leaf = tree.tree_.apply(X)  # the fitted tree's own leaf lookup, without the estimator's checks
+            nodes = tree.tree_.node_count
+            total = np.bincount(leaf, weights=weight * y, minlength=nodes)
+            count = np.bincount(leaf, weights=weight, minlength=nodes)
+            self._leaf_values.append(total / np.where(count > 0, count, 1.0))
 
     def _predict(self, F: np.ndarray) -> Prediction:
         # Trees predict float32 input; skipping each tree's input validation saves most of the time.
         F32 = np.ascontiguousarray(F, dtype=np.float32)
-        per_tree = np.stack([tree.predict(F32, check_input=False) for tree in self._trees])
+        if self.refit_growth > 0:
+            per_tree = np.stack([values[tree.tree_.apply(F32)]
+                                 for tree, values in zip(self._trees, self._leaf_values)])
+        else:
+            per_tree = np.stack([tree.predict(F32, check_input=False) for tree in self._trees])
         return per_tree.mean(axis=0), per_tree.std(axis=0)
 
 

@@ -62,7 +62,8 @@ TABLE4_ALLOWED = {"fidelity_schedule": ("equal", "hb"), "proposal": ("sample_fil
                   "filter_method": ("tournament", "progressive"), "surrogate": ("knn1", "kknn7", "tpe", "rf"),
                   "promotion": ("top",), "stopping": ("budget",)}
 TABLE4_FIXED = {"acquisition": "mean"}
-TABLE4_DEFAULTS = ("surrogate_target", "rf_n_trees", "rf_min_samples_leaf", "rf_max_features", "rf_bootstrap")
+TABLE4_DEFAULTS = ("surrogate_target", "rf_n_trees", "rf_min_samples_leaf", "rf_max_features", "rf_bootstrap",
+                   "rf_refit_growth")
 """Hyperparameters added after the paper's Table 4: its space leaves them at their defaults (the
 surrogate fitted on the losses, the 50-tree forest), so it stays the space the paper searched."""
 

@@ -151,6 +151,51 @@ def test_gp_refits_its_kernel_only_when_the_archive_grew_enough(monkeypatch):
         assert np.all(np.isfinite(mean)) and np.all(std >= 0)
 
 
+def test_forest_grows_its_trees_only_when_the_archive_grew_enough():
+    rng = np.random.default_rng(0)
+    F, y = rng.random((60, 3)), rng.random(60)
+    forest = RandomForest(rf_n_trees=5, rf_refit_growth=0.5)
+    grown = []
+    for n in range(10, 21):  # 11 fits on 10, 11, ..., 20 points
+        forest.fit(F[:n], y[:n], rng)
+        grown.append(forest._trees[0])
+    assert len({id(tree) for tree in grown}) == 2  # grown at 10 and 15 points (the next at 23)
+    # A fit on rows that do not extend the grown ones grows anew, whatever the size.
+    forest.fit(F[1:21], y[1:21], rng)
+    assert forest._trees[0] is not grown[-1]
+
+
+def test_forest_leaf_values_between_growths_are_the_mean_loss_of_every_point_in_the_leaf():
+    rng = np.random.default_rng(1)
+    F, y = rng.random((40, 2)), rng.random(40)
+    forest = RandomForest(rf_n_trees=4, rf_refit_growth=0.5, rf_bootstrap=False)
+    forest.fit(F[:30], y[:30], rng)
+    # Right after growing, the leaf values are the trees' own (each leaf's mean loss).
+    mean, _ = forest.predict(F[30:])
+    assert np.allclose(mean, np.mean([t.predict(F[30:].astype(np.float32)) for t in forest._trees], axis=0))
+    # A new point where an old one lies: its leaf now averages both losses, in every tree.
+    F_new = np.vstack([F[:30], F[:1]])
+    y_new = np.append(y[:30], y[0] + 10.0)
+    trees = list(forest._trees)
+    forest.fit(F_new, y_new, rng)
+    assert forest._trees == trees  # kept, not grown
+    mean, std = forest.predict(F[:1])
+    for tree in forest._trees:
+        in_leaf = tree.apply(F_new.astype(np.float32)) == tree.apply(F[:1].astype(np.float32))[0]
+        assert in_leaf.sum() >= 2
+    expected = np.mean([y_new[tree.apply(F_new.astype(np.float32)) == tree.apply(F[:1].astype(np.float32))[0]].mean()
+                        for tree in forest._trees])
+    assert mean[0] == pytest.approx(expected)
+
+
+def test_forest_refit_schedule_zero_is_the_plain_forest():
+    rng_data = np.random.default_rng(2)
+    F, y = rng_data.random((50, 3)), rng_data.random(50)
+    plain = RandomForest(rf_n_trees=6).fit(F, y, np.random.default_rng(5)).predict(F[:10])
+    scheduled = RandomForest(rf_n_trees=6, rf_refit_growth=0.3).fit(F, y, np.random.default_rng(5)).predict(F[:10])
+    assert np.allclose(plain[0], scheduled[0]) and np.allclose(plain[1], scheduled[1])
+
+
 def test_the_papers_table4_space_is_unchanged_by_the_new_hyperparameters():
     table4 = get_restriction("table4").space()
     full = design_space()
