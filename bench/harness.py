@@ -13,6 +13,8 @@ noisy machine):
 - ``scaling``: wall time per run vs. budget, with the growth exponent between budgets;
 - ``api``: ``metaopt.minimize`` on a benchmark problem wrapped as a function vs. ``run`` on the
   problem, each against its own evaluation limit (:mod:`metaopt.bench.api_overhead`).
+- ``baseline``: trials per second of the meta study's optimize stage under the commit ``--baseline``
+  names and under this checkout, back to back (:mod:`metaopt.bench.baseline`).
 
 A run (benchmark, instance, optimizer, seed, budget) is measured once per invocation and shared by
 the sections that need it. Before its first timed run on a benchmark, every optimizer makes one
@@ -41,7 +43,7 @@ from metaopt.errors import UsageError
 from metaopt.references import get_reference
 from metaopt.store_utils import atomic_write_text, read_json_file
 
-SECTIONS = ("overhead", "peers", "meta", "scaling", "api")
+SECTIONS = ("overhead", "peers", "meta", "scaling", "api", "baseline")
 WARMUP_BUDGET = "1d"
 
 
@@ -194,9 +196,11 @@ def api_section(session: Session) -> dict[str, Any]:
 
 
 def command_line(sections: list[str], quick: bool, out: Path, md: Path, seeds: int | None, instances: int | None,
-                 benchmarks: tuple[str, ...] | None, keep_other_sections: bool = False) -> str:
+                 benchmarks: tuple[str, ...] | None, keep_other_sections: bool = False,
+                 baseline: str | None = None) -> str:
     """The ``metaopt bench`` command that reproduces a run (the data directory aside)."""
     parts = ["metaopt bench", f"--sections {','.join(sections)}", *(["--quick"] if quick else [])]
+    parts += [f"--baseline {baseline}"] if baseline is not None else []
     parts += ["--keep-other-sections"] if keep_other_sections else []
     parts += [f"--seeds {seeds}"] if seeds is not None else []
     parts += [f"--instances {instances}"] if instances is not None else []
@@ -206,7 +210,8 @@ def command_line(sections: list[str], quick: bool, out: Path, md: Path, seeds: i
 
 def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None = None,
               instances: int | None = None, benchmarks: str | None = None,
-              yahpo_data: str | None = None, keep_other_sections: bool = False) -> dict[str, Any]:
+              yahpo_data: str | None = None, keep_other_sections: bool = False,
+              baseline: str | None = None) -> dict[str, Any]:
     """Run the comma-separated ``sections``; write the JSON result to ``out`` and the Markdown to ``md``.
 
     ``seeds``, ``instances`` and ``benchmarks`` (comma-separated names) override the configuration
@@ -214,11 +219,19 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
     when, on which commit and by which command it was measured (``measured``);
     ``keep_other_sections`` carries the sections of the existing ``out`` that this call does not run
     over into the new result (a section that takes an hour need not be rerun with the others).
+    ``baseline`` (a git revision) is the older code of the ``baseline`` section, which needs it.
     """
     from metaopt.bench.report import markdown, section_stamp
 
     chosen = parse_sections(sections)
     previous = read_json_file(out, "--keep-other-sections") if keep_other_sections and out.exists() else None
+    if ("baseline" in chosen) != (baseline is not None):
+        raise UsageError("--baseline REV and the section 'baseline' go together: the section times the optimize "
+                         "stage of the commit REV against this checkout")
+    if baseline is not None:
+        from metaopt.bench.baseline import resolve_commit
+
+        resolve_commit(baseline)  # an unknown revision fails before any work
     if seeds is not None and seeds < 1:
         raise UsageError(f"--seeds must be at least 1, got {seeds}")
     if instances is not None and instances < 1:
@@ -232,7 +245,7 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
     session = Session(config, yahpo_data)
     results: dict[str, Any] = {"machine": machine_info(),
                                "command": command_line(chosen, quick, out, md, seeds, instances, names,
-                                                       keep_other_sections),
+                                                       keep_other_sections, baseline),
                                "config": asdict(config), "sections": {}}
     started = time.perf_counter()
     for section in chosen:
@@ -247,8 +260,14 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
             data = meta_section(config, yahpo_data)
         elif section == "scaling":
             data = scaling_section(session)
-        else:
+        elif section == "baseline":
+            from metaopt.bench.baseline import baseline_section
+
+            data = baseline_section(config, yahpo_data, baseline)
+        elif section == "api":
             data = api_section(session)
+        else:
+            raise AssertionError(f"unhandled section {section}")
         data["wall_time_s"] = time.perf_counter() - section_started
         data["measured"] = section_stamp(results)
         results["sections"][section] = data

@@ -416,6 +416,23 @@ def _scaling(section: dict[str, Any]) -> list[str]:
             _table(rows), "", *_skipped(section), ""]
 
 
+def _baseline(section: dict[str, Any]) -> list[str]:
+    rows = [{"code": f"`{section['baseline']}` ({r['commit'][:7]})" if r["code"] == "baseline" else "this checkout",
+             "trials timed": r["timed_trials"], "start-up [s]": f"{r['startup_s']:.1f}",
+             "wall [s]": _seconds(r["wall_s"]), "trials / s": f"{r['trials_per_s']:.3f}",
+             "busy cores before": "?" if r["busy_cores_before"] is None else f"{r['busy_cores_before']:.2f}",
+             "speed-up": (f"{r['speedup']:.2f}×" if section["speedup_valid"]
+                          else f"not reported ({r['speedup']:.2f}× under load)")} for r in section["rows"]]
+    return ["## 6. The optimize stage against an older commit", "",
+            f"`metaopt optimize {section['study']} --workers {section['workers']}` under the commit "
+            f"`{section['baseline']}` (its package built into a temporary folder, this environment's libraries) "
+            f"and then under this checkout, each with its own copy of the study file and an empty output folder, "
+            f"until {section['trials']} trials (inner runs, over the study's meta-seeds side by side) have "
+            "finished. `wall` runs from the first finished trial to the last timed one; `start-up` (imports, "
+            "references, the cluster) is before it. The speed-up is this checkout's trials per second over the "
+            "baseline's.", "", _table(rows), ""]
+
+
 def _api(section: dict[str, Any]) -> list[str]:
     rows = []
     for (benchmark, optimizer), runs in _groups(section["rows"], "benchmark", "optimizer").items():
@@ -454,6 +471,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += _scaling(sections["scaling"])
     if "api" in sections:
         lines += _api(sections["api"])
+    if "baseline" in sections:
+        lines += _baseline(sections["baseline"])
     if "peers" in sections:
         lines += _peer_wins(sections["peers"])
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).rstrip() + "\n"  # one blank line between blocks

@@ -365,7 +365,8 @@ def _add_bench_parser(sub: Any) -> None:
                                    "process (see bench/harness.py). Default: the full configuration (about 20 "
                                    "minutes on 2 cores); --quick: a minutes-sized one.")
     p.add_argument("--sections", default="overhead,peers,meta,scaling,api",
-                   help="comma-separated subset of overhead,peers,meta,scaling,api (default: all)")
+                   help="comma-separated subset of overhead,peers,meta,scaling,api,baseline (default: all but "
+                        "baseline)")
     p.add_argument("--quick", action="store_true", help="the minutes-sized configuration (CI, tests)")
     p.add_argument("--out", default="bench/results.json", metavar="FILE", help="JSON result (default %(default)s)")
     p.add_argument("--md", default="docs/benchmarks.md", metavar="FILE", help="Markdown report (default %(default)s)")
@@ -375,6 +376,9 @@ def _add_bench_parser(sub: Any) -> None:
                    help="instances per benchmark, the first N of its test split (default: configuration)")
     p.add_argument("--benchmarks", default=None, metavar="NAMES",
                    help="comma-separated benchmarks (default yahpo:lcbench,yahpo:rbv2_xgboost)")
+    p.add_argument("--baseline", default=None, metavar="REV",
+                   help="the git commit whose optimize stage the section 'baseline' times against this checkout's "
+                        "(e.g. a tag or hash; its package is built into a temporary folder)")
     p.add_argument("--report-only", action="store_true", help="only rewrite --md from the existing --out JSON")
     p.add_argument("--keep-other-sections", action="store_true",
                    help="keep the sections of the existing --out JSON that this call does not run (the report "
@@ -393,7 +397,8 @@ def cmd_bench(args: argparse.Namespace) -> None:
         report_only(Path(args.out), Path(args.md))
         return
     run_bench(args.sections, args.quick, Path(args.out), Path(args.md), seeds=args.seeds, instances=args.instances,
-              benchmarks=args.benchmarks, yahpo_data=args.yahpo_data, keep_other_sections=args.keep_other_sections)
+              benchmarks=args.benchmarks, yahpo_data=args.yahpo_data, keep_other_sections=args.keep_other_sections,
+              baseline=args.baseline)
 
 
 def _add_report_parser(sub: Any) -> None:

@@ -1,6 +1,8 @@
-"""End-to-end test of `metaopt bench`: the quick overhead section on a synthetic benchmark."""
+"""`metaopt bench`: its sections end to end on a synthetic benchmark, its report, and its errors."""
 
 import json
+
+import pytest
 
 from metaopt.cli import main
 
@@ -59,7 +61,10 @@ def test_bench_bad_flags_are_one_line_errors(tmp_path, capsys):
     for argv, fragment in [(["--sections", "overhead,speed"], "unknown section(s) speed"),
                            (["--seeds", "0"], "--seeds: must be an integer >= 1, got 0"),
                            (["--benchmarks", "synthetic:nope"], "unknown benchmark"),
-                           (["--report-only", "--out", str(tmp_path / "missing.json")], "file not found")]:
+                           (["--report-only", "--out", str(tmp_path / "missing.json")], "file not found"),
+                           (["--sections", "baseline"], "--baseline REV and the section 'baseline' go together"),
+                           (["--sections", "meta", "--baseline", "HEAD"], "go together"),
+                           (["--sections", "baseline", "--baseline", "no-such-rev"], "'no-such-rev' is not a commit")]:
         assert main(["bench", "--md", str(tmp_path / "b.md"), *argv]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("metaopt: error: ") and fragment in err[0], err
@@ -151,3 +156,62 @@ def test_a_short_speed_up_names_the_cpu_this_process_used_beside_the_workers():
     assert "slows them by at most 1.08×" in text
     parallel["own_cpu_s"] = 0.5  # a process that only schedules: the remark does not blame it
     assert "CPU seconds" not in " ".join(_meta_remarks({"rows": [serial, parallel]}))
+
+
+QUICK_META_STUDY = """\
+name: bench_baseline_probe
+benchmark: synthetic:mlp
+budget: 5d
+meta:
+  instances: {split: train, limit: 2}
+  restriction: table4
+  trials: 12
+  seeds: [1, 2]
+  objective: regret_at
+  select_top: 1
+  select_seeds: 1
+output: results/probe
+"""
+
+
+def test_the_optimize_stage_is_timed_until_the_asked_trials_and_then_stopped(tmp_path):
+    from metaopt.bench.baseline import _command_env, time_optimize_stage
+
+    (tmp_path / "probe.yaml").write_text(QUICK_META_STUDY)
+    timing = time_optimize_stage(tmp_path, "probe.yaml", _command_env(None, None), workers=1, trials=5,
+                                 timeout_s=300)
+    logs = sorted((tmp_path / "results" / "probe" / "meta").glob("trials-seed-*.jsonl"))
+    logged = sum(len(path.read_text().splitlines()) for path in logs)
+    assert timing["trials"] >= 5 and logged >= timing["trials"]
+    assert logged < 24  # stopped before the study's 2 meta-seeds x 12 trials
+    assert 0 < timing["timed_trials"] <= timing["trials"]
+    assert timing["trials_per_s"] == pytest.approx(timing["timed_trials"] / timing["wall_s"])
+    assert timing["startup_s"] > 0
+    with pytest.raises(RuntimeError, match="fresh output folder"):
+        time_optimize_stage(tmp_path, "probe.yaml", _command_env(None, None), 1, 5, 300)
+
+
+def test_a_commit_is_built_apart_and_its_code_is_what_runs(tmp_path):
+    from metaopt.bench.baseline import _check_code, _command_env, install_commit, resolve_commit
+
+    commit = resolve_commit("HEAD")
+    source = install_commit(commit, tmp_path)
+    assert (source / "studies" / "lcbench.yaml").exists()
+    env = _command_env(tmp_path / "lib", None)
+    assert env["PYTHONPATH"] == str(tmp_path / "lib")
+    _check_code(env, tmp_path, tmp_path / "lib")  # the built package, not this checkout
+    with pytest.raises(RuntimeError, match="would import"):  # started inside a source tree: its metaopt/
+        _check_code(env, source, tmp_path / "lib")
+
+
+def test_the_baseline_table_withholds_a_speed_up_measured_under_load():
+    from metaopt.bench.report import _baseline
+
+    row = {"timed_trials": 199, "startup_s": 12.0, "wall_s": 100.0, "trials_per_s": 1.99, "busy_cores_before": 0.1}
+    section = {"study": "studies/lcbench.yaml", "baseline": "v1", "workers": 2, "trials": 200, "speedup_valid": True,
+               "rows": [{**row, "code": "baseline", "commit": "0123456789abcdef", "speedup": 1.0},
+                        {**row, "code": "current", "commit": None, "trials_per_s": 5.97, "speedup": 3.0}]}
+    text = "\n".join(_baseline(section))
+    assert "`v1` (0123456)" in text and "| 3.00× |" in text
+    text = "\n".join(_baseline({**section, "speedup_valid": False}))
+    assert "not reported (3.00× under load)" in text and "| 3.00× |" not in text
