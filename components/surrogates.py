@@ -485,7 +485,8 @@ class RandomForest(Surrogate):
         self._grown_weights: list[np.ndarray] = []
         """Per tree: the weight of each row it was grown on (bootstrap counts, or ones)."""
         self._leaf_values: list[np.ndarray] = []
-        """Per tree: the mean loss of each node's training rows (g > 0; read at the leaves)."""
+        """Per tree: each node's predicted loss, read at the leaves: the tree's own node values right
+        after growing it (what scikit-learn's ``predict`` returns), or refreshed ones (g > 0)."""
 
     def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
         X = np.ascontiguousarray(F, dtype=np.float32)  # the forest's input conversion
@@ -496,6 +497,8 @@ class RandomForest(Surrogate):
         if self.refit_growth > 0:
             self._grown_on = X.copy()
             self._refresh_leaves(X, y)
+        else:
+            self._leaf_values = [tree.tree_.value[:, 0, 0] for tree in self._trees]
 
     def _extends_grown(self, X: np.ndarray) -> bool:
         """Whether the trees can be kept: ``X`` starts with the rows they were grown on and has grown by
@@ -537,13 +540,10 @@ class RandomForest(Surrogate):
             self._leaf_values.append(total / np.where(count > 0, count, 1.0))
 
     def _predict(self, F: np.ndarray) -> Prediction:
-        # Trees predict float32 input; skipping each tree's input validation saves most of the time.
+        # A tree predicts the value of the leaf each row falls in (float32 input, as scikit-learn's
+        # predict); looking the leaves up directly skips the estimator's per-call validation.
         F32 = np.ascontiguousarray(F, dtype=np.float32)
-        if self.refit_growth > 0:
-            per_tree = np.stack([values[tree.tree_.apply(F32)]
-                                 for tree, values in zip(self._trees, self._leaf_values)])
-        else:
-            per_tree = np.stack([tree.predict(F32, check_input=False) for tree in self._trees])
+        per_tree = np.stack([values[tree.tree_.apply(F32)] for tree, values in zip(self._trees, self._leaf_values)])
         return per_tree.mean(axis=0), per_tree.std(axis=0)
 
 

@@ -25,6 +25,7 @@ from ConfigSpace.hyperparameters import (
     OrdinalHyperparameter,
 )
 from ConfigSpace.hyperparameters.distributions import (DiscretizedContinuousScipyDistribution,
+                                                       UniformIntegerDistribution, UniformIntegerNormalizedDistribution,
                                                         UnitUniformContinuousDistribution)
 from ConfigSpace.hyperparameters.hp_components import UnitScaler
 from scipy.stats import uniform
@@ -166,8 +167,16 @@ class SpaceCodec:
         draws are taken in the same order (round by round, hyperparameter by hyperparameter), with one
         call for each run of hyperparameters that draw uniforms (:attr:`_draw_groups`); the
         quantization of integers, an elementwise function, is applied once to all rounds instead of
-        once per round (it cost more than the draws).
+        once per round (it cost more than the draws). Where every draw is a uniform or a bounded
+        integer, the rounds are read from one block of the generator's stream
+        (:meth:`_sample_from_stream`) instead of two or three calls per round of five rows.
         """
+        if self._stream_groups is not None:
+            return self._sample_from_stream(n, state)
+        return self._sample_round_by_round(n, state)
+
+    def _sample_round_by_round(self, n: int, state: np.random.RandomState) -> np.ndarray:
+        """:meth:`_sample_unconstrained` with ConfigSpace's calls, two or three per round of five rows."""
         rounds = -(-n // 5)
         columns: list[list[np.ndarray]] = [[] for _ in self.names]
         for _ in range(rounds):
@@ -182,6 +191,65 @@ class SpaceCodec:
             values = np.concatenate(columns[i])
             matrix[:, i] = quantize(values) if quantize is not None else values
         return matrix[:n]
+
+    @functools.cached_property
+    def _stream_groups(self) -> list[tuple[int, int, int]] | None:
+        """:attr:`_draw_groups` as (first column, count, size): size 0 for a run of uniforms, else the
+        number of values a single hyperparameter draws with ``randint(0, size)`` (ConfigSpace's integer
+        distributions of categoricals, ordinals and small integers); None if some hyperparameter draws
+        otherwise (then :meth:`_sample_from_stream` does not apply)."""
+        groups = []
+        for first, count, sample in self._draw_groups:
+            if sample is None:
+                groups.append((first, count, 0))
+                continue
+            dist = self.space[self.names[first]]._vector_dist
+            if type(dist) not in (UniformIntegerDistribution, UniformIntegerNormalizedDistribution) \
+                    or not 2 <= dist.size < 2**32:
+                return None
+            groups.append((first, 1, int(dist.size)))
+        return groups
+
+    def _sample_from_stream(self, n: int, state: np.random.RandomState) -> np.ndarray:
+        """The rounds of :meth:`_sample_unconstrained`, decoded from one block of raw 32-bit words of
+        ``state``'s stream; ``state`` ends where the round-by-round draws would leave it.
+
+        numpy freezes the legacy ``RandomState`` stream (NEP 19), and each draw here is a documented
+        function of it: ``uniform(0, 1)`` is ``random_sample``, a double from two words a, b as
+        ``((a >> 5) · 2²⁶ + (b >> 6)) / 2⁵³``; ``randint(0, size)`` takes words until ``word & mask ≤
+        size − 1``, mask the smallest ``2^k − 1 ≥ size − 1`` (masked rejection). Reading the block is
+        sequential only in where each round starts (the integer draws take a variable number of
+        words); the values themselves are decoded for all rounds at once.
+        tests/test_exact_speedups.py checks the vectors against ConfigSpace's and the state after.
+        """
+        groups = self._stream_groups
+        rounds = -(-n // 5)
+        start_state = state.get_state()
+        length = self._block_length(rounds)
+        while True:
+            words = state.randint(0, 2**32, size=length, dtype=np.uint32)  # the raw stream, word by word
+            decoded = _decode_rounds(words, groups, rounds)
+            if decoded is not None:
+                break
+            state.set_state(start_state)  # a block too short for the rejections: read a longer one
+            length *= 2
+        columns, used = decoded
+        state.set_state(start_state)
+        state.randint(0, 2**32, size=used, dtype=np.uint32)  # advance the state past what was read
+        for first, _, size in groups:
+            if size and isinstance(self.space[self.names[first]]._vector_dist, UniformIntegerNormalizedDistribution):
+                columns[first] = np.true_divide(columns[first], size - 1, dtype=float)  # as its sample_vector
+        matrix = np.empty((rounds * 5, self.dim))
+        for i, quantize in enumerate(self._quantizers):
+            matrix[:, i] = quantize(columns[i]) if quantize is not None else columns[i]
+        return matrix[:n]
+
+    def _block_length(self, rounds: int) -> int:
+        """Words to read for ``rounds`` rounds: 10% above the expected count (a bounded integer takes
+        (mask + 1) / size words on average), so that a second read is rare."""
+        per_round = sum(10 * count if size == 0 else 5 * (_mask(size - 1) + 1) / size
+                        for _, count, size in self._stream_groups)
+        return int(rounds * per_round * 1.1) + 256
 
     @functools.cached_property
     def _draw_groups(self) -> list[tuple[int, int, Callable[[int, np.random.RandomState], np.ndarray] | None]]:
@@ -316,3 +384,52 @@ class SpaceCodec:
         if forbidden.any():
             X[forbidden] = self.sample_uniform(int(forbidden.sum()), rng)
         return X
+
+
+def _mask(bound: int) -> int:
+    """The smallest 2^k − 1 ≥ ``bound``: numpy's mask for bounded integers in [0, bound]."""
+    return (1 << int(bound).bit_length()) - 1
+
+
+def _decode_rounds(words: np.ndarray, groups: list[tuple[int, int, int]],
+                   rounds: int) -> tuple[dict[int, np.ndarray], int] | None:
+    """The values ``rounds`` rounds of 5 draws per group take from the stream ``words``, per column,
+    and the number of words they use; None if ``words`` ends before the last round does.
+
+    A run of ``count`` uniforms takes 10 · count words (5 · count doubles, column by column); a
+    ``randint(0, size)`` group takes words until 5 of them pass its mask test.
+    """
+    accepted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for _, _, size in groups:
+        if size and size not in accepted:
+            ok = (words & np.uint32(_mask(size - 1))) <= size - 1
+            accepted[size] = (np.flatnonzero(ok), np.concatenate([[0], np.cumsum(ok)]))
+    starts = {first: np.empty(rounds, dtype=np.int64) for first, _, _ in groups}
+    position, length = 0, len(words)
+    for r in range(rounds):  # where each round's draws start: sequential, a few integer operations
+        for first, count, size in groups:
+            if size == 0:
+                starts[first][r] = position
+                position += 10 * count
+            else:
+                at, before = accepted[size]
+                if position > length or before[position] + 5 > len(at):
+                    return None
+                starts[first][r] = before[position]  # index of the group's first accepted word
+                position = int(at[before[position] + 4]) + 1
+    if position > length:
+        return None
+    columns: dict[int, np.ndarray] = {}
+    steps = np.arange(5)
+    for first, count, size in groups:
+        if size == 0:
+            index = starts[first][:, None] + np.arange(10 * count)  # (rounds, 10 · count) words
+            pairs = words[index].reshape(rounds, count, 5, 2)
+            doubles = ((pairs[..., 0] >> 5).astype(float) * 67108864.0 + (pairs[..., 1] >> 6)) / 9007199254740992.0
+            for i in range(count):
+                columns[first + i] = doubles[:, i, :].reshape(-1)
+        else:
+            at, _ = accepted[size]
+            ints = (words[at[starts[first][:, None] + steps]] & np.uint32(_mask(size - 1))).astype(np.int64)
+            columns[first] = ints.reshape(-1)
+    return columns, position

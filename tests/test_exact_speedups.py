@@ -48,6 +48,29 @@ def test_sample_uniform_equals_configspace(yahpo_data, n):
             expected = np.array([c.get_array() for c in configs], dtype=float)
             assert X.shape == (n, codec.dim), name
             np.testing.assert_array_equal(X, expected, err_msg=f"{name}, n={n}, seed={seed}")
+            # the space's generator is left where ConfigSpace's draws leave it
+            after, reference_after = codec.space.random.get_state(), reference.random.get_state()
+            np.testing.assert_array_equal(after[1], reference_after[1])
+            assert after[2:] == reference_after[2:], name
+
+
+def test_the_stream_sampler_reads_the_same_draws_as_the_round_by_round_calls(yahpo_data, monkeypatch):
+    from metaopt.space_codec import _decode_rounds
+
+    spaces = _spaces(yahpo_data)
+    for name in ("flat", "yahpo:lcbench", "synthetic:mlp"):
+        assert SpaceCodec(spaces[name])._stream_groups is not None, name
+    codec = SpaceCodec(spaces["flat"])
+    words = np.random.RandomState(0).randint(0, 2**32, size=400, dtype=np.uint32)
+    assert _decode_rounds(words, codec._stream_groups, rounds=40) is None  # 40 rounds need more than 400 words
+    for short_blocks in (False, True):
+        if short_blocks:  # every first read too short: the block is read again, twice as long, until it suffices
+            monkeypatch.setattr(SpaceCodec, "_block_length", lambda self, rounds: 50)
+        for seed, n in ((1, 3), (2, 500), (3, 4001)):
+            state, reference = np.random.RandomState(seed), np.random.RandomState(seed)
+            np.testing.assert_array_equal(codec._sample_from_stream(n, state),
+                                          codec._sample_round_by_round(n, reference))
+            assert state.randint(2**31) == reference.randint(2**31)  # both states at the same place
 
 
 @pytest.mark.parametrize("n, p", [(2, 3), (40, 8), (300, 22)])
