@@ -145,28 +145,32 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def baseline_section(config: BenchConfig, yahpo_data: str | None, rev: str) -> dict[str, Any]:
-    """The optimize stage of ``config.meta_study`` under the commit ``rev`` and under this checkout."""
+    """The optimize stage of ``config.meta_study`` under the commit ``rev`` and under this checkout,
+    ``config.baseline_repeats`` times each, alternating (baseline first), each time in a fresh folder."""
     commit = resolve_commit(rev)
     workers = max(config.meta_workers)
-    timeout_s = config.baseline_timeout_s
     rows = []
     with tempfile.TemporaryDirectory(prefix="metaopt-bench-baseline-") as tmp:
         folder = Path(tmp)
-        # Each version runs in a folder holding only its study files: started inside a source tree,
-        # Python would import that tree's metaopt/ before the built package.
-        for code, source, lib in (("baseline", None, folder / "baseline" / "lib"), ("current", REPO, None)):
-            if source is None:
-                source = install_commit(commit, folder / code)
-            workdir = folder / code / "work"
-            shutil.copytree(source / "studies", workdir / "studies")
-            env = _command_env(lib, yahpo_data)
-            _check_code(env, workdir, lib or REPO)
-            rows.append({"code": code, "commit": commit if code == "baseline" else None,
-                         **time_optimize_stage(workdir, config.meta_study, env, workers, config.baseline_trials,
-                                               timeout_s)})
-    base = rows[0]["trials_per_s"]
-    for row in rows:
-        row["speedup"] = row["trials_per_s"] / base
+        source = install_commit(commit, folder / "baseline")
+        versions = {"baseline": (source, folder / "baseline" / "lib"), "current": (REPO, None)}
+        for repeat in range(config.baseline_repeats):
+            for code, (source, lib) in versions.items():
+                # Each run is started in a folder holding only its study files: started inside a source
+                # tree, Python would import that tree's metaopt/ before the built package.
+                workdir = folder / code / f"work-{repeat}"
+                shutil.copytree(source / "studies", workdir / "studies")
+                env = _command_env(lib, yahpo_data)
+                _check_code(env, workdir, lib or REPO)
+                rows.append({"code": code, "commit": commit if code == "baseline" else None, "repeat": repeat,
+                             **time_optimize_stage(workdir, config.meta_study, env, workers, config.baseline_trials,
+                                                   config.baseline_timeout_s)})
+    throughput = {code: [r["trials_per_s"] for r in rows if r["code"] == code] for code in versions}
+    mean = {code: sum(values) / len(values) for code, values in throughput.items()}
     valid = all(r["busy_cores_before"] is not None and r["busy_cores_before"] <= IDLE_BUSY_CORES for r in rows)
-    return {"study": config.meta_study, "baseline": rev, "workers": workers, "trials": config.baseline_trials,
-            "rows": rows, "speedup_valid": valid}
+    return {"study": config.meta_study, "baseline": rev, "commit": commit, "workers": workers,
+            "trials": config.baseline_trials, "rows": rows, "mean_trials_per_s": mean,
+            "speedup": mean["current"] / mean["baseline"],
+            "speedup_range": [min(throughput["current"]) / max(throughput["baseline"]),
+                              max(throughput["current"]) / min(throughput["baseline"])],
+            "speedup_valid": valid}

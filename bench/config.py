@@ -48,6 +48,9 @@ class BenchConfig:
     """Scaling: a budget whose run is projected (from the growth so far) to take longer is skipped."""
     baseline_trials: int = 200
     """The baseline section: finished trials of the meta study's optimize stage timed per version."""
+    baseline_repeats: int = 3
+    """The baseline section: runs of each version, alternating (an older commit may not be deterministic:
+    before 61ba438 the meta-seeds shared one generator in the order their batches finished)."""
     baseline_timeout_s: float = 3600.0
     """The baseline section: a version that has not finished ``baseline_trials`` trials by then fails."""
 
@@ -66,4 +69,4 @@ FULL = BenchConfig("full")
 QUICK = BenchConfig("quick", seeds=1, peer_instances=1, peer_seeds=1, budget="10d", meta_trials=4, eval_instances=1,
                     eval_seeds=1,
                     scaling_budgets=("5d", "10d", "20d"),
-                    scaling_max_run_s=20.0, baseline_trials=8, baseline_timeout_s=600.0)
+                    scaling_max_run_s=20.0, baseline_trials=8, baseline_repeats=1, baseline_timeout_s=600.0)

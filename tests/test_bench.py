@@ -209,9 +209,10 @@ def test_the_baseline_table_withholds_a_speed_up_measured_under_load():
 
     row = {"timed_trials": 199, "startup_s": 12.0, "wall_s": 100.0, "trials_per_s": 1.99, "busy_cores_before": 0.1}
     section = {"study": "studies/lcbench.yaml", "baseline": "v1", "workers": 2, "trials": 200, "speedup_valid": True,
-               "rows": [{**row, "code": "baseline", "commit": "0123456789abcdef", "speedup": 1.0},
-                        {**row, "code": "current", "commit": None, "trials_per_s": 5.97, "speedup": 3.0}]}
+               "rows": [{**row, "code": "baseline", "commit": "0123456789abcdef", "repeat": 0},
+                        {**row, "code": "current", "commit": None, "trials_per_s": 5.97, "repeat": 0}],
+               "speedup": 3.0, "speedup_range": [2.5, 3.5]}
     text = "\n".join(_baseline(section))
-    assert "`v1` (0123456)" in text and "| 3.00× |" in text
+    assert "`v1` (0123456)" in text and "**Speed-up: 3.00×**" in text and "2.50× to 3.50×" in text
     text = "\n".join(_baseline({**section, "speedup_valid": False}))
-    assert "not reported (3.00× under load)" in text and "| 3.00× |" not in text
+    assert "(3.00×) is not reported" in text and "**Speed-up" not in text
