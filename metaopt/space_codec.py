@@ -168,10 +168,11 @@ class SpaceCodec:
         call for each run of hyperparameters that draw uniforms (:attr:`_draw_groups`); the
         quantization of integers, an elementwise function, is applied once to all rounds instead of
         once per round (it cost more than the draws). Where every draw is a uniform or a bounded
-        integer, the rounds are read from one block of the generator's stream
-        (:meth:`_sample_from_stream`) instead of two or three calls per round of five rows.
+        integer, samples of ``STREAM_MIN_ROWS`` rows or more are read from one block of the
+        generator's stream (:meth:`_sample_from_stream`) instead of two or three calls per round of
+        five rows.
         """
-        if self._stream_groups is not None:
+        if self._stream_groups is not None and n >= STREAM_MIN_ROWS:
             return self._sample_from_stream(n, state)
         return self._sample_round_by_round(n, state)
 
@@ -384,6 +385,11 @@ class SpaceCodec:
         if forbidden.any():
             X[forbidden] = self.sample_uniform(int(forbidden.sum()), rng)
         return X
+
+
+STREAM_MIN_ROWS = 50
+"""From this many rows on, :meth:`SpaceCodec._sample_from_stream` is faster than the calls round by
+round (reading and rewinding the generator's state costs about 0.1 ms); both give the same rows."""
 
 
 def _mask(bound: int) -> int:
