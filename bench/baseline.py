@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from metaopt.bench.config import BenchConfig
-from metaopt.bench.machine import IDLE_BUSY_CORES, REPO, busy_cores
+from metaopt.bench.machine import REPO, busy_cores, measured_idle
 from metaopt.errors import UsageError
 
 POLL_S = 0.25
@@ -153,24 +153,24 @@ def baseline_section(config: BenchConfig, yahpo_data: str | None, rev: str) -> d
     with tempfile.TemporaryDirectory(prefix="metaopt-bench-baseline-") as tmp:
         folder = Path(tmp)
         source = install_commit(commit, folder / "baseline")
-        versions = {"baseline": (source, folder / "baseline" / "lib"), "current": (REPO, None)}
+        versions = {"baseline": (source, _command_env(folder / "baseline" / "lib", yahpo_data)),
+                    "current": (REPO, _command_env(None, yahpo_data))}
+        # Each run is started in a folder holding only its study files (``folder`` holds no package):
+        # started inside a source tree, Python would import that tree's metaopt/ before the built package.
+        for code, (_, env) in versions.items():
+            _check_code(env, folder, folder / "baseline" / "lib" if code == "baseline" else REPO)
         for repeat in range(config.baseline_repeats):
-            for code, (source, lib) in versions.items():
-                # Each run is started in a folder holding only its study files: started inside a source
-                # tree, Python would import that tree's metaopt/ before the built package.
+            for code, (source, env) in versions.items():
                 workdir = folder / code / f"work-{repeat}"
                 shutil.copytree(source / "studies", workdir / "studies")
-                env = _command_env(lib, yahpo_data)
-                _check_code(env, workdir, lib or REPO)
                 rows.append({"code": code, "commit": commit if code == "baseline" else None, "repeat": repeat,
                              **time_optimize_stage(workdir, config.meta_study, env, workers, config.baseline_trials,
                                                    config.baseline_timeout_s)})
     throughput = {code: [r["trials_per_s"] for r in rows if r["code"] == code] for code in versions}
     mean = {code: sum(values) / len(values) for code, values in throughput.items()}
-    valid = all(r["busy_cores_before"] is not None and r["busy_cores_before"] <= IDLE_BUSY_CORES for r in rows)
     return {"study": config.meta_study, "baseline": rev, "commit": commit, "workers": workers,
             "trials": config.baseline_trials, "rows": rows, "mean_trials_per_s": mean,
             "speedup": mean["current"] / mean["baseline"],
             "speedup_range": [min(throughput["current"]) / max(throughput["baseline"]),
                               max(throughput["current"]) / min(throughput["baseline"])],
-            "speedup_valid": valid}
+            "speedup_valid": measured_idle(rows)}

@@ -66,6 +66,12 @@ work just before the measurement (:func:`busy_cores`): on a shared machine it wo
 cores, not the executor."""
 
 
+def measured_idle(rows: list[dict[str, Any]]) -> bool:
+    """Whether every measurement in ``rows`` started on an idle machine: its ``busy_cores_before`` is
+    known and at most :data:`IDLE_BUSY_CORES`."""
+    return all(r["busy_cores_before"] is not None and r["busy_cores_before"] <= IDLE_BUSY_CORES for r in rows)
+
+
 def _cpu_jiffies() -> tuple[int, int] | None:
     """(busy, total) CPU time of the whole machine since boot, from the first line of /proc/stat."""
     try:

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from metaopt.bench.config import BenchConfig
-from metaopt.bench.machine import IDLE_BUSY_CORES, REPO, busy_cores
+from metaopt.bench.machine import REPO, busy_cores, measured_idle
 
 
 def warm_up(benchmark: str, yahpo_data: str | None, instance: str) -> None:
@@ -101,8 +101,7 @@ def _speedups(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         row["speedup"] = row["runs_per_s"] / base
         # a speed-up measured while other work held cores says how many were free, not what the executor does
-        row["speedup_valid"] = all(r["busy_cores_before"] is not None and r["busy_cores_before"] <= IDLE_BUSY_CORES
-                                   for r in (rows[0], row))
+        row["speedup_valid"] = measured_idle([rows[0], row])
 
 
 def evaluate_rows(config: BenchConfig, ctx: Any, yahpo_data: str | None) -> list[dict[str, Any]]:

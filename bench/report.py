@@ -435,7 +435,7 @@ def _commit_label(rev: str, commit: str) -> str:
 
 def _baseline(section: dict[str, Any]) -> list[str]:
     rows = [{"code": _commit_label(section["baseline"], r["commit"]) if r["code"] == "baseline" else "this checkout",
-             "run": r.get("repeat", 0) + 1, "trials timed": r["timed_trials"], "start-up [s]": f"{r['startup_s']:.1f}",
+             "run": r["repeat"] + 1, "trials timed": r["timed_trials"], "start-up [s]": f"{r['startup_s']:.1f}",
              "wall [s]": _seconds(r["wall_s"]), "trials / s": f"{r['trials_per_s']:.3f}",
              "busy cores before": "?" if r["busy_cores_before"] is None else f"{r['busy_cores_before']:.2f}"}
             for r in section["rows"]]

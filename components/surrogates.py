@@ -483,7 +483,7 @@ class RandomForest(Surrogate):
         self._grown_on: np.ndarray | None = None
         """The float32 features the trees were grown on (kept only with a refit schedule, g > 0)."""
         self._grown_weights: list[np.ndarray] = []
-        """Per tree: the weight of each row it was grown on (bootstrap counts, or ones)."""
+        """Per tree: the weight of each row it was grown on (bootstrap counts, or ones; g > 0 only)."""
         self._leaf_values: list[np.ndarray] = []
         """Per tree: each node's predicted loss, read at the leaves: the tree's own node values right
         after growing it (what scikit-learn's ``predict`` returns), or refreshed ones (g > 0)."""
@@ -524,7 +524,8 @@ class RandomForest(Surrogate):
                 weight = np.bincount(bootstrap, minlength=n)
             tree._fit(X, target, sample_weight=weight, check_input=False)
             self._trees.append(tree)
-            self._grown_weights.append(np.ones(n) if weight is None else weight.astype(float))
+            if self.refit_growth > 0:  # kept for refreshing the leaf values
+                self._grown_weights.append(np.ones(n) if weight is None else weight.astype(float))
 
     def _refresh_leaves(self, X: np.ndarray, y: np.ndarray) -> None:
         """Each tree's leaf values from all rows ``X``: the weighted mean loss of the rows in the leaf,
