@@ -484,6 +484,10 @@ class RandomForest(Surrogate):
         """The float32 features the trees were grown on (kept only with a refit schedule, g > 0)."""
         self._grown_weights: list[np.ndarray] = []
         """Per tree: the weight of each row it was grown on (bootstrap counts, or ones; g > 0 only)."""
+        self._leaf_sums: list[tuple[np.ndarray, np.ndarray]] = []
+        """Per tree (g > 0): each node's weighted loss sum and weight sum over the rows ``_summed_y``."""
+        self._summed: tuple[np.ndarray, np.ndarray] | None = None
+        """The rows ``(X, y)`` the leaf sums were taken over (g > 0); rows after them are added on."""
         self._leaf_values: list[np.ndarray] = []
         """Per tree: each node's predicted loss, read at the leaves: the tree's own node values right
         after growing it (what scikit-learn's ``predict`` returns), or refreshed ones (g > 0)."""
@@ -496,6 +500,7 @@ class RandomForest(Surrogate):
         self._grow(X, y, rng)
         if self.refit_growth > 0:
             self._grown_on = X.copy()
+            self._summed = None
             self._refresh_leaves(X, y)
         else:
             self._leaf_values = [tree.tree_.value[:, 0, 0] for tree in self._trees]
@@ -530,15 +535,35 @@ class RandomForest(Surrogate):
     def _refresh_leaves(self, X: np.ndarray, y: np.ndarray) -> None:
         """Each tree's leaf values from all rows ``X``: the weighted mean loss of the rows in the leaf,
         the rows the tree was grown on with their weights and every row added since with weight 1.
-        A leaf keeps at least the grown rows that shaped it, so no leaf is left empty."""
-        self._leaf_values = []
-        for tree, grown_weight in zip(self._trees, self._grown_weights):
-            weight = np.concatenate([grown_weight, np.ones(len(X) - len(grown_weight))])
-            leaf = tree.tree_.apply(X)  # the fitted tree's own leaf lookup, without the estimator's checks
-            nodes = tree.tree_.node_count
-            total = np.bincount(leaf, weights=weight * y, minlength=nodes)
-            count = np.bincount(leaf, weights=weight, minlength=nodes)
-            self._leaf_values.append(total / np.where(count > 0, count, 1.0))
+        A leaf keeps at least the grown rows that shaped it, so no leaf is left empty.
+
+        The sums are kept between calls: when ``(X, y)`` starts with the rows summed last time (the
+        usual case, an archive that only grew), only the new rows are added on, in row order, which
+        gives the very sums a recount would (``np.bincount`` and ``np.add.at`` both add one row
+        after the other); otherwise every row is counted anew.
+        """
+        start = 0
+        if self._summed is not None:
+            old_X, old_y = self._summed
+            m = len(old_y)
+            if m <= len(y) and np.array_equal(y[:m], old_y) and np.array_equal(X[:m], old_X):
+                start = m
+        if start == 0:
+            self._leaf_sums = []
+            for tree, grown_weight in zip(self._trees, self._grown_weights):
+                weight = np.concatenate([grown_weight, np.ones(len(X) - len(grown_weight))])
+                leaf = tree.tree_.apply(X)  # the fitted tree's own leaf lookup, without the estimator's checks
+                nodes = tree.tree_.node_count
+                self._leaf_sums.append((np.bincount(leaf, weights=weight * y, minlength=nodes),
+                                        np.bincount(leaf, weights=weight, minlength=nodes)))
+        elif start < len(y):
+            new_X, new_y = X[start:], y[start:]  # rows added since the last sums (after the grown ones): weight 1
+            for tree, (total, count) in zip(self._trees, self._leaf_sums):
+                leaf = tree.tree_.apply(new_X)
+                np.add.at(total, leaf, new_y)
+                np.add.at(count, leaf, 1.0)
+        self._summed = (X.copy(), y.copy())
+        self._leaf_values = [total / np.where(count > 0, count, 1.0) for total, count in self._leaf_sums]
 
     def _predict(self, F: np.ndarray) -> Prediction:
         # A tree predicts the value of the leaf each row falls in (float32 input, as scikit-learn's

@@ -89,6 +89,36 @@ def test_random_forest_equals_scikit_learn_forest(n, p):
     np.testing.assert_array_equal(std, per_tree.std(axis=0))
 
 
+@pytest.mark.parametrize("bootstrap", [True, False])
+def test_forest_leaf_sums_added_on_equal_a_recount(bootstrap):
+    """Under a refit schedule the leaf sums are kept and each fit adds only the new rows: the leaf
+    values equal those of the same trees counting every row anew, bit for bit; a changed loss among
+    the old rows makes the forest count anew."""
+    data = np.random.default_rng(3)
+    F, y = data.random((80, 5)), data.normal(size=80)
+
+    def forest_after(sizes: list[int], losses: np.ndarray, recount: bool) -> RandomForest:
+        forest = RandomForest(rf_n_trees=8, rf_refit_growth=1.0, rf_bootstrap=bootstrap)
+        forest.fit(F[:40], y[:40], np.random.default_rng(11))  # grown here, kept below 80 rows
+        for n in sizes:
+            if recount:
+                forest._summed = None  # forget the sums: every row is counted anew
+            forest.fit(F[:n], losses[:n], np.random.default_rng(0))
+        return forest
+
+    added_on = forest_after([41, 43, 43, 50, 62, 79], y, recount=False)  # one row, two, none, more
+    counted = forest_after([79], y, recount=True)
+    assert added_on._trees[0].tree_ is not None and len(added_on._leaf_values) == 8
+    for kept, recounted in zip(added_on._leaf_values, counted._leaf_values, strict=True):
+        np.testing.assert_array_equal(kept, recounted)
+    changed = y.copy()
+    changed[3] += 1.0
+    added_on.fit(F[:79], changed[:79], np.random.default_rng(0))
+    counted = forest_after([79], changed, recount=True)
+    for kept, recounted in zip(added_on._leaf_values, counted._leaf_values, strict=True):
+        np.testing.assert_array_equal(kept, recounted)
+
+
 @pytest.mark.parametrize("n, p, k, categoricals", [(5, 3, 1, 0), (120, 8, 7, 0), (700, 13, 7, 2), (700, 29, 1, 0),
                                                    (700, 1, 7, 34)])
 def test_nearest_indices_equal_scikit_learn_neighbours(n, p, k, categoricals):
