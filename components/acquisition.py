@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 from ConfigSpace import Float
-from scipy.stats import norm
+from scipy.special import ndtr
 
 from metaopt.libm import exp as libm_exp
 from metaopt.registry import category_base, register
@@ -56,13 +56,29 @@ def has_uncertainty(std: np.ndarray | None, y_best: float | None) -> bool:
     return std is not None and bool(np.any(np.asarray(std) > 0)) and y_best is not None and bool(np.isfinite(y_best))
 
 
+_SQRT_2PI = math.sqrt(2 * math.pi)
+
+
+def normal_cdf(z: np.ndarray) -> np.ndarray:
+    """Φ(z): ``scipy.special.ndtr``, which is what scipy's ``norm.cdf`` computes (the same bits)
+    without the distribution's per-call argument handling; a scalar C loop, the same on every CPU."""
+    return ndtr(z)
+
+
+def normal_pdf(z: np.ndarray) -> np.ndarray:
+    """φ(z) = exp(−z²/2) / √(2π), scipy's formula for ``norm.pdf`` with the C library's exp: scipy's
+    goes through numpy's, whose AVX-512 kernel differs in the last bit (:mod:`metaopt.libm`), and a
+    last bit of EI can reorder near-equal candidates, i.e. change the run."""
+    return libm_exp(-np.asarray(z, dtype=float) ** 2 / 2.0) / _SQRT_2PI
+
+
 def expected_improvement(mean: np.ndarray, std: np.ndarray, y_best: float) -> np.ndarray:
     """EI for minimization: E[max(y_best − Y, 0)], Y ~ N(mean, std²); std 0 gives max(y_best − mean, 0)."""
     mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
     gain = y_best - mean
     safe = np.where(std > 0, std, 1.0)
     z = gain / safe
-    ei = gain * norm.cdf(z) + safe * norm.pdf(z)
+    ei = gain * normal_cdf(z) + safe * normal_pdf(z)
     return np.where(std > 0, np.maximum(ei, 0.0), np.maximum(gain, 0.0))
 
 
@@ -71,7 +87,7 @@ def probability_of_improvement(mean: np.ndarray, std: np.ndarray, y_best: float)
     mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
     gain = y_best - mean
     safe = np.where(std > 0, std, 1.0)
-    return np.where(std > 0, norm.cdf(gain / safe), (gain > 0).astype(float))
+    return np.where(std > 0, normal_cdf(gain / safe), (gain > 0).astype(float))
 
 
 def log_expected_improvement(mean: np.ndarray, std: np.ndarray, y_best: float) -> np.ndarray:
@@ -87,7 +103,7 @@ def log_expected_improvement(mean: np.ndarray, std: np.ndarray, y_best: float) -
     # exp from the C library (metaopt.libm): numpy's AVX-512 exp differs in the last bit, and a last
     # bit here can reorder near-equal candidates, i.e. change the run.
     best = math.exp(y_best)
-    ei = best * norm.cdf(v) - libm_exp(mean + 0.5 * safe**2) * norm.cdf(v - safe)
+    ei = best * normal_cdf(v) - libm_exp(mean + 0.5 * safe**2) * normal_cdf(v - safe)
     return np.where(std > 0, np.maximum(ei, 0.0), np.maximum(best - libm_exp(mean), 0.0))
 
 
