@@ -79,6 +79,8 @@ class SpaceCodec:
     def __init__(self, space: ConfigurationSpace) -> None:
         self.space = copy.deepcopy(space)
         self.names: list[str] = list(self.space.keys())
+        self._state = np.random.RandomState(0)
+        """The RandomState the samples are drawn from, re-seeded from the run's generator per sample."""
 
     @property
     def dim(self) -> int:
@@ -92,10 +94,11 @@ class SpaceCodec:
         """
         if n <= 0:
             return np.empty((0, self.dim))
-        # ConfigSpace samples from its own RandomState; we seed it from the run's generator so
-        # every draw still derives from the run seed.
-        self.space.seed(int(rng.integers(2**31 - 1)))
-        return self._sample(n, self.space.random)
+        # ConfigSpace samples from its own RandomState, seeded here from the run's generator so every
+        # draw still derives from the run seed. Its ``space.seed`` builds a new RandomState per call
+        # (about 60 µs, a tenth of a random-search batch); re-seeding one in place gives the same state.
+        self._state.seed(int(rng.integers(2**31 - 1)))
+        return self._sample(n, self._state)
 
     @functools.cached_property
     def _quantizers(self) -> list[Callable[[np.ndarray], np.ndarray] | None]:

@@ -48,8 +48,8 @@ def test_sample_uniform_equals_configspace(yahpo_data, n):
             expected = np.array([c.get_array() for c in configs], dtype=float)
             assert X.shape == (n, codec.dim), name
             np.testing.assert_array_equal(X, expected, err_msg=f"{name}, n={n}, seed={seed}")
-            # the space's generator is left where ConfigSpace's draws leave it
-            after, reference_after = codec.space.random.get_state(), reference.random.get_state()
+            # the codec's generator is left where ConfigSpace's draws leave the space's
+            after, reference_after = codec._state.get_state(), reference.random.get_state()
             np.testing.assert_array_equal(after[1], reference_after[1])
             assert after[2:] == reference_after[2:], name
 
