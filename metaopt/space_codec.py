@@ -141,6 +141,8 @@ class SpaceCodec:
         mult = (len(space.forbidden_clauses) + len(space.conditional_hyperparameters)) / self.dim
         if mult == 0:
             return self._sample_unconstrained(n, state)
+        if not space.forbidden_clauses and self._stream_groups is not None and n >= STREAM_MIN_ROWS:
+            return self._sample_conditional_from_stream(n, mult, state)
         accepted: list[np.ndarray] = []
         missing = size = n
         while missing > 0:
@@ -162,6 +164,24 @@ class SpaceCodec:
             missing -= accepted[-1].shape[0]
             size = missing
         return np.concatenate(accepted)[:n]
+
+    def _sample_conditional_from_stream(self, n: int, mult: float, state: np.random.RandomState) -> np.ndarray:
+        """:meth:`_sample` for a space with conditions but no forbidden clauses, from one block of the stream.
+
+        Without forbidden clauses no row is rejected, so the rounds' sizes follow from ``n`` alone
+        (``max(int(MULT² · missing), 5)`` until none is missing) and every round can be decoded from
+        one block (:meth:`_sample_from_stream`). A condition is a test of each row on its own, so
+        applying them, in ConfigSpace's order, to all rounds at once marks the same rows inactive.
+        """
+        sizes, missing = [], n
+        while missing > 0:
+            sizes.append(max(int(mult**2 * missing), 5))
+            missing -= sizes[-1]
+        matrix = self._sample_from_stream(n, state, sizes)
+        for cnode in self.space._dag.minimum_conditions:
+            satisfied = cnode.condition.satisfied_by_vector_array(matrix.T)
+            matrix[np.ix_(~satisfied, cnode.children_indices)] = np.nan
+        return matrix
 
     def _sample_unconstrained(self, n: int, state: np.random.RandomState) -> np.ndarray:
         """:meth:`_sample` for a space without conditions and forbidden clauses.
@@ -214,9 +234,11 @@ class SpaceCodec:
             groups.append((first, 1, int(dist.size)))
         return groups
 
-    def _sample_from_stream(self, n: int, state: np.random.RandomState) -> np.ndarray:
-        """The rounds of :meth:`_sample_unconstrained`, decoded from one block of raw 32-bit words of
-        ``state``'s stream; ``state`` ends where the round-by-round draws would leave it.
+    def _sample_from_stream(self, n: int, state: np.random.RandomState,
+                            sizes: list[int] | None = None) -> np.ndarray:
+        """The first ``n`` rows of rounds of ``sizes`` draws per hyperparameter (default: rounds of 5,
+        :meth:`_sample_unconstrained`'s), decoded from one block of raw 32-bit words of ``state``'s
+        stream; ``state`` ends where the round-by-round draws would leave it.
 
         numpy freezes the legacy ``RandomState`` stream (NEP 19), and each draw here is a documented
         function of it: ``uniform(0, 1)`` is ``random_sample``, a double from two words a, b as
@@ -227,12 +249,12 @@ class SpaceCodec:
         tests/test_exact_speedups.py checks the vectors against ConfigSpace's and the state after.
         """
         groups = self._stream_groups
-        rounds = -(-n // 5)
+        round_sizes = np.array(sizes if sizes is not None else [5] * -(-n // 5), dtype=np.int64)
         start_state = state.get_state()
-        length = self._block_length(rounds)
+        length = self._block_length(int(round_sizes.sum()))
         while True:
             words = state.randint(0, 2**32, size=length, dtype=np.uint32)  # the raw stream, word by word
-            decoded = _decode_rounds(words, groups, rounds)
+            decoded = _decode_rounds(words, groups, round_sizes)
             if decoded is not None:
                 break
             state.set_state(start_state)  # a block too short for the rejections: read a longer one
@@ -243,17 +265,17 @@ class SpaceCodec:
         for first, _, size in groups:
             if size and isinstance(self.space[self.names[first]]._vector_dist, UniformIntegerNormalizedDistribution):
                 columns[first] = np.true_divide(columns[first], size - 1, dtype=float)  # as its sample_vector
-        matrix = np.empty((rounds * 5, self.dim))
+        matrix = np.empty((int(round_sizes.sum()), self.dim))
         for i, quantize in enumerate(self._quantizers):
             matrix[:, i] = quantize(columns[i]) if quantize is not None else columns[i]
         return matrix[:n]
 
-    def _block_length(self, rounds: int) -> int:
-        """Words to read for ``rounds`` rounds: 10% above the expected count (a bounded integer takes
+    def _block_length(self, rows: int) -> int:
+        """Words to read for ``rows`` rows: 10% above the expected count (a bounded integer takes
         (mask + 1) / size words on average), so that a second read is rare."""
-        per_round = sum(10 * count if size == 0 else 5 * (_mask(size - 1) + 1) / size
-                        for _, count, size in self._stream_groups)
-        return int(rounds * per_round * 1.1) + 256
+        per_row = sum(2 * count if size == 0 else (_mask(size - 1) + 1) / size
+                      for _, count, size in self._stream_groups)
+        return int(rows * per_row * 1.1) + 256
 
     @functools.cached_property
     def _draw_groups(self) -> list[tuple[int, int, Callable[[int, np.random.RandomState], np.ndarray] | None]]:
@@ -401,44 +423,47 @@ def _mask(bound: int) -> int:
 
 
 def _decode_rounds(words: np.ndarray, groups: list[tuple[int, int, int]],
-                   rounds: int) -> tuple[dict[int, np.ndarray], int] | None:
-    """The values ``rounds`` rounds of 5 draws per group take from the stream ``words``, per column,
-    and the number of words they use; None if ``words`` ends before the last round does.
+                   sizes: np.ndarray) -> tuple[dict[int, np.ndarray], int] | None:
+    """The values rounds of ``sizes[r]`` draws per group take from the stream ``words``, per column (the
+    rounds one after the other), and the number of words they use; None if ``words`` ends before the
+    last round does.
 
-    A run of ``count`` uniforms takes 10 · count words (5 · count doubles, column by column); a
-    ``randint(0, size)`` group takes words until 5 of them pass its mask test.
+    In a round of s rows a run of ``count`` uniforms takes 2 · s · count words (s doubles per column,
+    column by column); a ``randint(0, size)`` group takes words until s of them pass its mask test.
     """
     accepted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for _, _, size in groups:
         if size and size not in accepted:
             ok = (words & np.uint32(_mask(size - 1))) <= size - 1
             accepted[size] = (np.flatnonzero(ok), np.concatenate([[0], np.cumsum(ok)]))
+    rounds = len(sizes)
     starts = {first: np.empty(rounds, dtype=np.int64) for first, _, _ in groups}
     position, length = 0, len(words)
-    for r in range(rounds):  # where each round's draws start: sequential, a few integer operations
+    for r, rows in enumerate(sizes.tolist()):  # where each round's draws start: sequential, a few integer operations
         for first, count, size in groups:
             if size == 0:
                 starts[first][r] = position
-                position += 10 * count
+                position += 2 * rows * count
             else:
                 at, before = accepted[size]
-                if position > length or before[position] + 5 > len(at):
+                if position > length or before[position] + rows > len(at):
                     return None
                 starts[first][r] = before[position]  # index of the group's first accepted word
-                position = int(at[before[position] + 4]) + 1
+                position = int(at[before[position] + rows - 1]) + 1
     if position > length:
         return None
+    # Row k of the sample is draw `within[k]` of round `round_of[k]`.
+    round_of = np.repeat(np.arange(rounds), sizes)
+    within = np.arange(len(round_of)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     columns: dict[int, np.ndarray] = {}
-    steps = np.arange(5)
     for first, count, size in groups:
         if size == 0:
-            index = starts[first][:, None] + np.arange(10 * count)  # (rounds, 10 · count) words
-            pairs = words[index].reshape(rounds, count, 5, 2)
-            doubles = ((pairs[..., 0] >> 5).astype(float) * 67108864.0 + (pairs[..., 1] >> 6)) / 9007199254740992.0
             for i in range(count):
-                columns[first + i] = doubles[:, i, :].reshape(-1)
+                a = (starts[first] + 2 * sizes * i)[round_of] + 2 * within  # the first word of each double
+                columns[first + i] = ((words[a] >> 5).astype(float) * 67108864.0 + (words[a + 1] >> 6)) \
+                    / 9007199254740992.0
         else:
             at, _ = accepted[size]
-            ints = (words[at[starts[first][:, None] + steps]] & np.uint32(_mask(size - 1))).astype(np.int64)
-            columns[first] = ints.reshape(-1)
+            ints = words[at[starts[first][round_of] + within]] & np.uint32(_mask(size - 1))
+            columns[first] = ints.astype(np.int64)
     return columns, position

@@ -25,12 +25,25 @@ def _mixed_space() -> ConfigurationSpace:
     return space
 
 
+def _nested_space() -> ConfigurationSpace:
+    """Conditions on conditions and no forbidden clauses, every draw a uniform or a bounded integer:
+    the sampler that decodes all rounds from one block of the stream."""
+    space = ConfigurationSpace()
+    kind = Categorical("kind", ["a", "b", "c"])
+    space.add([kind, Float("x", (1e-4, 1.0), log=True), Integer("n", (1, 512), log=True), Integer("m", (0, 7)),
+               OrdinalHyperparameter("o", ["low", "mid", "high"]), Categorical("sub", ["p", "q"]),
+               Integer("depth", (2, 9)), Float("rate", (0.0, 1.0))])
+    space.add([InCondition(space["sub"], kind, ["a", "b"]), EqualsCondition(space["depth"], space["sub"], "q"),
+               EqualsCondition(space["rate"], space["depth"], 9)])
+    return space
+
+
 def _spaces(yahpo_data) -> dict[str, ConfigurationSpace]:
     flat = ConfigurationSpace()  # no conditions or forbiddens: the round-by-round sampler
     flat.add([Categorical("c", ["a", "b", "c", "d"]), Integer("small", (1, 5)), Float("f", (0.0, 1.0)),
               OrdinalHyperparameter("o", ["low", "mid", "high"]), Integer("wide", (1, 10_000), log=True),
               Categorical("bit", [True, False]), Float("g", (1e-3, 1.0), log=True)])
-    spaces = {"mixed": _mixed_space(), "flat": flat, "design space": design_space()}
+    spaces = {"mixed": _mixed_space(), "nested": _nested_space(), "flat": flat, "design space": design_space()}
     for name in ("synthetic:mlp", "synthetic:boosting", "yahpo:lcbench", "yahpo:rbv2_xgboost", "yahpo:nb301"):
         spaces[name] = get_benchmark(name, yahpo_data).search_space
     return spaces
@@ -62,15 +75,26 @@ def test_the_stream_sampler_reads_the_same_draws_as_the_round_by_round_calls(yah
         assert SpaceCodec(spaces[name])._stream_groups is not None, name
     codec = SpaceCodec(spaces["flat"])
     words = np.random.RandomState(0).randint(0, 2**32, size=400, dtype=np.uint32)
-    assert _decode_rounds(words, codec._stream_groups, rounds=40) is None  # 40 rounds need more than 400 words
+    assert _decode_rounds(words, codec._stream_groups, np.full(40, 5)) is None  # 40 rounds need more than 400 words
     for short_blocks in (False, True):
         if short_blocks:  # every first read too short: the block is read again, twice as long, until it suffices
-            monkeypatch.setattr(SpaceCodec, "_block_length", lambda self, rounds: 50)
+            monkeypatch.setattr(SpaceCodec, "_block_length", lambda self, rows: 50)
         for seed, n in ((1, 3), (2, 500), (3, 4001)):
             state, reference = np.random.RandomState(seed), np.random.RandomState(seed)
             np.testing.assert_array_equal(codec._sample_from_stream(n, state),
                                           codec._sample_round_by_round(n, reference))
             assert state.randint(2**31) == reference.randint(2**31)  # both states at the same place
+        # Conditions without forbidden clauses: rounds of shrinking sizes from one block, then the
+        # conditions on all rows; the same rows and state as ConfigSpace's loop of rounds.
+        for name in ("nested", "yahpo:rbv2_xgboost", "yahpo:nb301", "synthetic:mlp"):
+            conditional = SpaceCodec(spaces[name])
+            assert conditional._stream_groups is not None, name
+            for seed, n in ((4, 50), (5, 999)):
+                state, reference = np.random.RandomState(seed), spaces[name]
+                reference.seed(seed)
+                expected = np.array([c.get_array() for c in reference.sample_configuration(size=n)])
+                np.testing.assert_array_equal(conditional._sample(n, state), expected, err_msg=name)
+                assert state.randint(2**31) == reference.random.randint(2**31), name
 
 
 @pytest.mark.parametrize("n, p", [(2, 3), (40, 8), (300, 22)])
