@@ -485,7 +485,7 @@ class RandomForest(Surrogate):
         self._grown_weights: list[np.ndarray] = []
         """Per tree: the weight of each row it was grown on (bootstrap counts, or ones; g > 0 only)."""
         self._leaf_sums: list[tuple[np.ndarray, np.ndarray]] = []
-        """Per tree (g > 0): each node's weighted loss sum and weight sum over the rows ``_summed_y``."""
+        """Per tree (g > 0): each node's weighted loss sum and weight sum over the rows ``_summed``."""
         self._summed: tuple[np.ndarray, np.ndarray] | None = None
         """The rows ``(X, y)`` the leaf sums were taken over (g > 0); rows after them are added on."""
         self._leaf_values: list[np.ndarray] = []

@@ -135,7 +135,9 @@ class SpaceCodec:
         Same rounds of the same sizes (ConfigSpace draws ``max(int(MULT² · missing), 5)`` per round,
         MULT = (forbidden clauses + conditional hyperparameters) / hyperparameters), the same draws
         per hyperparameter and round, the same conditions and forbiddens: the same vectors
-        (tests/test_exact_speedups.py checks this against ConfigSpace).
+        (tests/test_exact_speedups.py checks this against ConfigSpace). Samples of ``STREAM_MIN_ROWS``
+        rows or more from a space without forbidden clauses whose draws are all uniforms or bounded
+        integers (:attr:`_stream_groups`) are decoded from one block of the stream instead.
         """
         space, dag = self.space, self.space._dag
         mult = (len(space.forbidden_clauses) + len(space.conditional_hyperparameters)) / self.dim
