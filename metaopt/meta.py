@@ -66,7 +66,7 @@ from metaopt.executor import Executor
 from metaopt.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, meta_archive, selection_pool
 from metaopt.references import Reference
 from metaopt.run_io import jsonable
-from metaopt.smac_utils import reproducible_model_and_maximizer
+from metaopt.smac_utils import bound_forest_leaves, reproducible_model_and_maximizer
 from metaopt.store import RUN_RECORD_GLOB, StudyStore
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
@@ -452,6 +452,7 @@ class _MetaSeedSearch:
         # the raw features, and fails an assertion; the few features here need no reduction.
         model, maximizer = reproducible_model_and_maximizer(AlgorithmConfigurationFacade, scenario,
                                                             pca_components=None)
+        bound_forest_leaves(model)  # the same trees, without reserving 2²¹ nodes for each
         # SMAC refuses an initial design larger than its trials; its own share (a private count, the
         # default configuration included) is what the known designs must leave room for.
         room = trials - getattr(AlgorithmConfigurationFacade.get_initial_design(scenario), "_n_configs", 1) - 1

@@ -213,3 +213,31 @@ def test_squared_distances_sum_the_columns_in_order():
     index = data.integers(0, 60, (30, 5))
     pairs = _DistancesTo(archive, _hot_columns(queries, archive)).of_pairs(queries, index)
     np.testing.assert_array_equal(pairs, np.take_along_axis(d, index, axis=1))
+
+
+def test_smac_forest_with_bounded_leaves_grows_the_same_trees(tmp_path):
+    """The meta-optimizer's SMAC forest with max_leaf_nodes bounded by the rows (no room reserved for
+    2²¹ nodes per tree) predicts what SMAC's own forest predicts, bit for bit, on every fit."""
+    from smac import AlgorithmConfigurationFacade, Scenario
+
+    from metaopt.smac_utils import bound_forest_leaves, reproducible_model_and_maximizer
+
+    space = ConfigurationSpace(seed=0)
+    space.add([Float("x", (0.0, 1.0)), Integer("n", (1, 64), log=True), Categorical("kind", ["a", "b", "c"])])
+    instances = ["i1", "i2"]
+    scenario = Scenario(space, deterministic=True, n_trials=50, instances=instances,
+                        instance_features={"i1": [0.0, 1.0], "i2": [1.0, 0.0]}, output_directory=tmp_path)
+    plain, _ = reproducible_model_and_maximizer(AlgorithmConfigurationFacade, scenario, pca_components=None)
+    bounded, _ = reproducible_model_and_maximizer(AlgorithmConfigurationFacade, scenario, pca_components=None)
+    assert bound_forest_leaves(bounded) is bounded
+    data = np.random.default_rng(0)
+    for rows in (5, 40, 300):
+        configs = np.array([c.get_array() for c in space.sample_configuration(rows)])
+        X = np.hstack([configs, data.integers(0, 2, (rows, 1)) * np.array([[1.0, -1.0]]) + np.array([[0.0, 1.0]])])
+        y = data.normal(size=rows)
+        plain.train(X, y)
+        bounded.train(X, y)
+        assert bounded._rf_opts["max_leaf_nodes"] == rows + 1 and plain._rf_opts["max_leaf_nodes"] == 2**20
+        query = np.hstack([np.array([c.get_array() for c in space.sample_configuration(50)]), np.tile([[0.0, 1.0]], (50, 1))])
+        for a, b in zip(plain.predict(query), bounded.predict(query)):
+            np.testing.assert_array_equal(a, b)
