@@ -484,8 +484,12 @@ class RandomForest(Surrogate):
         """The float32 features the trees were grown on (kept only with a refit schedule, g > 0)."""
         self._grown_weights: list[np.ndarray] = []
         """Per tree: the weight of each row it was grown on (bootstrap counts, or ones; g > 0 only)."""
-        self._leaf_sums: list[tuple[np.ndarray, np.ndarray]] = []
-        """Per tree (g > 0): each node's weighted loss sum and weight sum over the rows ``_summed``."""
+        self._leaf_sums: tuple[np.ndarray, np.ndarray] | None = None
+        """(g > 0) Every tree's nodes one after the other (tree t's from ``_node_offsets[t]`` on): each
+        node's weighted loss sum and weight sum over the rows ``_summed``."""
+        self._node_offsets: np.ndarray = np.zeros(0, dtype=np.intp)
+        self._all_leaf_values: np.ndarray = np.zeros(0)
+        """(g > 0) The leaf values of every tree in that layout; ``_leaf_values`` are views of it."""
         self._summed: tuple[np.ndarray, np.ndarray] | None = None
         """The rows ``(X, y)`` the leaf sums were taken over (g > 0); rows after them are added on."""
         self._leaf_values: list[np.ndarray] = []
@@ -559,21 +563,27 @@ class RandomForest(Surrogate):
             if m <= len(y) and np.array_equal(y[:m], old_y) and np.array_equal(X[:m], old_X):
                 start = m
         if start == 0:
-            self._leaf_sums = []
-            for tree, grown_weight in zip(self._trees, self._grown_weights):
+            counts = [tree.tree_.node_count for tree in self._trees]
+            bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
+            total, count = np.empty(bounds[-1]), np.empty(bounds[-1])
+            for tree, grown_weight, a, b in zip(self._trees, self._grown_weights, bounds[:-1], bounds[1:]):
                 weight = np.concatenate([grown_weight, np.ones(len(X) - len(grown_weight))])
                 leaf = tree.tree_.apply(X)  # the fitted tree's own leaf lookup, without the estimator's checks
-                nodes = tree.tree_.node_count
-                self._leaf_sums.append((np.bincount(leaf, weights=weight * y, minlength=nodes),
-                                        np.bincount(leaf, weights=weight, minlength=nodes)))
-            self._leaf_values = [total / np.where(count > 0, count, 1.0) for total, count in self._leaf_sums]
+                total[a:b] = np.bincount(leaf, weights=weight * y, minlength=b - a)
+                count[a:b] = np.bincount(leaf, weights=weight, minlength=b - a)
+            self._leaf_sums, self._node_offsets = (total, count), bounds[:-1]
+            self._all_leaf_values = total / np.where(count > 0, count, 1.0)
+            self._leaf_values = [self._all_leaf_values[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
         elif start < len(y):
-            new_X, new_y = X[start:], y[start:]  # rows added since the last sums (after the grown ones): weight 1
-            for tree, (total, count), values in zip(self._trees, self._leaf_sums, self._leaf_values):
-                leaf = tree.tree_.apply(new_X)
-                np.add.at(total, leaf, new_y)
-                np.add.at(count, leaf, 1.0)
-                values[leaf] = total[leaf] / count[leaf]  # only these leaves changed (and hold a row)
+            # Rows added since the last sums (after the grown ones), weight 1, all trees in one call: tree
+            # after tree, each tree's rows in order, so every node adds its rows in row order.
+            new_X, new_y = X[start:], y[start:]
+            leaf = np.concatenate([tree.tree_.apply(new_X) for tree in self._trees])
+            leaf += np.repeat(self._node_offsets, len(new_X))
+            total, count = self._leaf_sums
+            np.add.at(total, leaf, np.tile(new_y, len(self._trees)))
+            np.add.at(count, leaf, 1.0)
+            self._all_leaf_values[leaf] = total[leaf] / count[leaf]  # only these leaves changed (and hold a row)
         self._summed = (X.copy(), y.copy())
 
     def _predict(self, F: np.ndarray) -> Prediction:
