@@ -480,8 +480,8 @@ class RandomForest(Surrogate):
         self.max_features = float(rf_max_features)
         self.bootstrap = bool(rf_bootstrap)
         self.refit_growth = float(rf_refit_growth)
-        self._grown_on: np.ndarray | None = None
-        """The float32 features the trees were grown on (kept only with a refit schedule, g > 0)."""
+        self._grown_rows = 0
+        """How many rows the trees were grown on (g > 0): the first rows of ``_summed``."""
         self._grown_weights: list[np.ndarray] = []
         """Per tree: the weight of each row it was grown on (bootstrap counts, or ones; g > 0 only)."""
         self._leaf_sums: tuple[np.ndarray, np.ndarray] | None = None
@@ -503,8 +503,7 @@ class RandomForest(Surrogate):
             return
         self._grow(X, y, rng)
         if self.refit_growth > 0:
-            self._grown_on = X.copy()
-            self._summed = None
+            self._grown_rows, self._summed = len(X), None
             self._refresh_leaves(X, y)
         else:
             self._leaf_values = [tree.tree_.value[:, 0, 0] for tree in self._trees]
@@ -512,10 +511,12 @@ class RandomForest(Surrogate):
     def _extends_grown(self, X: np.ndarray) -> bool:
         """Whether the trees can be kept: ``X`` starts with the rows they were grown on and has grown by
         less than the fraction ``refit_growth`` since."""
-        grown = self._grown_on
-        if grown is None or grown.shape[1] != X.shape[1] or len(X) < len(grown):
+        if self._summed is None:
             return False
-        return len(X) < len(grown) * (1.0 + self.refit_growth) and np.array_equal(X[:len(grown)], grown)
+        seen, grown = self._summed[0], self._grown_rows
+        if seen.shape[1] != X.shape[1] or len(X) < grown:
+            return False
+        return len(X) < grown * (1.0 + self.refit_growth) and np.array_equal(X[:grown], seen[:grown])
 
     def _grow(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
         import sklearn

@@ -113,33 +113,41 @@ def test_random_forest_equals_scikit_learn_forest(n, p):
     np.testing.assert_array_equal(std, per_tree.std(axis=0))
 
 
+def _recounted_leaf_values(forest: RandomForest, F: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
+    """Every tree's leaf values counted from all rows at once: the weighted mean loss per leaf, the grown
+    rows with their weights and each later row with weight 1 (one ``bincount`` over all rows)."""
+    X = np.ascontiguousarray(F, dtype=np.float32)
+    values = []
+    for tree, grown_weight in zip(forest._trees, forest._grown_weights, strict=True):
+        weight = np.concatenate([grown_weight, np.ones(len(X) - len(grown_weight))])
+        leaf = tree.tree_.apply(X)
+        total = np.bincount(leaf, weights=weight * y, minlength=tree.tree_.node_count)
+        count = np.bincount(leaf, weights=weight, minlength=tree.tree_.node_count)
+        values.append(total / np.where(count > 0, count, 1.0))
+    return values
+
+
 @pytest.mark.parametrize("bootstrap", [True, False])
 def test_forest_leaf_sums_added_on_equal_a_recount(bootstrap):
     """Under a refit schedule the leaf sums are kept and each fit adds only the new rows: the leaf
-    values equal those of the same trees counting every row anew, bit for bit; a changed loss among
-    the old rows makes the forest count anew."""
+    values equal a recount of every row by the same trees, bit for bit; a changed loss among the old
+    rows makes the forest count anew."""
     data = np.random.default_rng(3)
     F, y = data.random((80, 5)), data.normal(size=80)
-
-    def forest_after(sizes: list[int], losses: np.ndarray, recount: bool) -> RandomForest:
-        forest = RandomForest(rf_n_trees=8, rf_refit_growth=1.0, rf_bootstrap=bootstrap)
-        forest.fit(F[:40], y[:40], np.random.default_rng(11))  # grown here, kept below 80 rows
-        for n in sizes:
-            if recount:
-                forest._summed = None  # forget the sums: every row is counted anew
-            forest.fit(F[:n], losses[:n], np.random.default_rng(0))
-        return forest
-
-    added_on = forest_after([41, 43, 43, 50, 62, 79], y, recount=False)  # one row, two, none, more
-    counted = forest_after([79], y, recount=True)
-    assert added_on._trees[0].tree_ is not None and len(added_on._leaf_values) == 8
-    for kept, recounted in zip(added_on._leaf_values, counted._leaf_values, strict=True):
+    forest = RandomForest(rf_n_trees=8, rf_refit_growth=1.0, rf_bootstrap=bootstrap)
+    forest.fit(F[:40], y[:40], np.random.default_rng(11))  # grown here, kept below 80 rows
+    trees = list(forest._trees)
+    for n in (41, 43, 43, 50, 62, 79):  # one row, two, none, then more
+        forest.fit(F[:n], y[:n], np.random.default_rng(0))
+    assert forest._trees == trees and forest._grown_rows == 40  # kept, not grown again
+    for kept, recounted in zip(forest._leaf_values, _recounted_leaf_values(forest, F[:79], y[:79]), strict=True):
         np.testing.assert_array_equal(kept, recounted)
     changed = y.copy()
     changed[3] += 1.0
-    added_on.fit(F[:79], changed[:79], np.random.default_rng(0))
-    counted = forest_after([79], changed, recount=True)
-    for kept, recounted in zip(added_on._leaf_values, counted._leaf_values, strict=True):
+    forest.fit(F[:79], changed[:79], np.random.default_rng(0))
+    assert forest._trees == trees
+    for kept, recounted in zip(forest._leaf_values, _recounted_leaf_values(forest, F[:79], changed[:79]),
+                               strict=True):
         np.testing.assert_array_equal(kept, recounted)
 
 
