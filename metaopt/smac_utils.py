@@ -56,4 +56,3 @@ def bound_forest_leaves(model: Any) -> Any:
 
     model._train = train_bounded
     return model
-

@@ -146,9 +146,9 @@ class SpaceCodec:
         if not space.forbidden_clauses and self._stream_groups is not None and n >= STREAM_MIN_ROWS:
             return self._sample_conditional_from_stream(n, mult, state)
         accepted: list[np.ndarray] = []
-        missing = size = n
+        missing = n
         while missing > 0:
-            size = max(int(mult**2 * size), 5)
+            size = _round_rows(mult, missing)
             matrix = np.empty((self.dim, size))  # hyperparameters as rows, as ConfigSpace does
             for i, sample in enumerate(self._vector_samplers):
                 matrix[i] = sample(size, state)
@@ -156,33 +156,36 @@ class SpaceCodec:
             for clause in dag.unconditional_forbiddens:
                 forbidden |= clause.is_forbidden_vector_array(matrix)
             valid = matrix[:, ~forbidden]
-            for cnode in dag.minimum_conditions:
-                satisfied = cnode.condition.satisfied_by_vector_array(valid)
-                valid[np.ix_(cnode.children_indices, ~satisfied)] = np.nan
+            self._deactivate(valid)
             forbidden = np.zeros(valid.shape[1], dtype=bool)
             for clause in dag.conditional_forbiddens:
                 forbidden |= clause.is_forbidden_vector_array(valid)
             accepted.append(valid[:, ~forbidden].T)
             missing -= accepted[-1].shape[0]
-            size = missing
         return np.concatenate(accepted)[:n]
+
+    def _deactivate(self, columns: np.ndarray) -> None:
+        """Sets the hyperparameters inactive in each configuration of ``columns`` (hyperparameters as
+        rows, a configuration per column, as ConfigSpace holds them) to NaN, in place: condition after
+        condition in ConfigSpace's order, so a child of an inactive parent is inactive too."""
+        for cnode in self.space._dag.minimum_conditions:
+            satisfied = cnode.condition.satisfied_by_vector_array(columns)
+            columns[np.ix_(cnode.children_indices, ~satisfied)] = np.nan
 
     def _sample_conditional_from_stream(self, n: int, mult: float, state: np.random.RandomState) -> np.ndarray:
         """:meth:`_sample` for a space with conditions but no forbidden clauses, from one block of the stream.
 
         Without forbidden clauses no row is rejected, so the rounds' sizes follow from ``n`` alone
-        (``max(int(MULT² · missing), 5)`` until none is missing) and every round can be decoded from
+        (:func:`_round_rows` until none is missing) and every round can be decoded from
         one block (:meth:`_sample_from_stream`). A condition is a test of each row on its own, so
         applying them, in ConfigSpace's order, to all rounds at once marks the same rows inactive.
         """
         sizes, missing = [], n
         while missing > 0:
-            sizes.append(max(int(mult**2 * missing), 5))
+            sizes.append(_round_rows(mult, missing))
             missing -= sizes[-1]
         matrix = self._sample_from_stream(n, state, sizes)
-        for cnode in self.space._dag.minimum_conditions:
-            satisfied = cnode.condition.satisfied_by_vector_array(matrix.T)
-            matrix[np.ix_(~satisfied, cnode.children_indices)] = np.nan
+        self._deactivate(matrix.T)  # a view: the NaNs land in matrix
         return matrix
 
     def _sample_unconstrained(self, n: int, state: np.random.RandomState) -> np.ndarray:
@@ -421,6 +424,12 @@ class SpaceCodec:
 STREAM_MIN_ROWS = 50
 """From this many rows on, :meth:`SpaceCodec._sample_from_stream` is faster than the calls round by
 round (reading and rewinding the generator's state costs about 0.1 ms); both give the same rows."""
+
+
+def _round_rows(mult: float, missing: int) -> int:
+    """The rows ConfigSpace 1.2's ``sample_configuration`` draws in a round while ``missing`` rows are
+    still missing: ``max(int(MULT² · missing), 5)``, MULT as in :meth:`SpaceCodec._sample`."""
+    return max(int(mult**2 * missing), 5)
 
 
 def _mask(bound: int) -> int:
