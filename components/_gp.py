@@ -27,10 +27,13 @@ scikit-learn is slow and most runs use no GP).
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import Callable
 
 import numpy as np
 from scipy.linalg import cho_solve, cholesky
+from scipy.optimize import minimize
 from scipy.linalg.lapack import dpotri
 from scipy.spatial.distance import pdist, squareform
 from sklearn.gaussian_process import GaussianProcessRegressor
@@ -45,6 +48,26 @@ def default_kernel(p: int) -> Kernel:
     return (ConstantKernel(1.0, (1e-3, 1e3)) * Matern(length_scale=np.full(p, 0.5), length_scale_bounds=(1e-2, 1e2),
                                                        nu=2.5)
             + WhiteKernel(1e-2, (1e-6, 1.0)))
+
+
+def capped_lbfgs(iterations: int) -> Callable:
+    """An ``optimizer`` for scikit-learn's GaussianProcessRegressor: its own L-BFGS-B call (scipy's
+    ``minimize`` with the likelihood's gradient, within the kernel's bounds), stopped after at most
+    ``iterations`` iterations (each takes one or a few likelihood evaluations, for its line search).
+
+    Called by the regressor's ``fit`` as ``optimizer(obj_func, initial_theta, bounds=bounds)``; returns
+    (θ, objective at θ). scikit-learn's own ``"fmin_l_bfgs_b"`` is the same call without the limit
+    (and a warning when scipy's default limit of 15,000 iterations is reached).
+    """
+    if iterations < 1:
+        raise ValueError(f"iterations must be at least 1, got {iterations}")
+    return functools.partial(_lbfgs, iterations=int(iterations))
+
+
+def _lbfgs(obj_func: Callable, initial_theta: np.ndarray, bounds: np.ndarray, iterations: int) -> tuple[np.ndarray, float]:
+    result = minimize(obj_func, initial_theta, method="L-BFGS-B", jac=True, bounds=bounds,
+                      options={"maxiter": iterations})
+    return result.x, result.fun
 
 
 class MaternGPRegressor(GaussianProcessRegressor):

@@ -596,9 +596,10 @@ class RandomForest(Surrogate):
 
 
 GP_REFIT_GROWTH = Float("gp_refit_growth", (0.0, 1.0), default=0.0)
+GP_LBFGS_ITERATIONS = Integer("gp_lbfgs_iterations", (0, 10), default=0)
 
 
-@register("surrogates", "gp", hyperparameters=[GP_REFIT_GROWTH],
+@register("surrogates", "gp", hyperparameters=[GP_REFIT_GROWTH, GP_LBFGS_ITERATIONS],
           description="Gaussian process (Matern 5/2 ARD + noise) with mean and std")
 class GaussianProcess(Surrogate):
     """scikit-learn GP: Constant × Matern(ν = 5/2, one length scale per feature) + White noise
@@ -618,22 +619,29 @@ class GaussianProcess(Surrogate):
     kernel kept (one Cholesky factorization instead of ~40 likelihood evaluations with gradients).
     The likelihood is what makes BO slow (docs/benchmarks.md), and with a few new points per
     batch its optimum moves little.
+
+    Iterations (``gp_lbfgs_iterations`` k): each optimization of the kernel hyperparameters stops
+    after at most k L-BFGS iterations from the warm start (k = 0, the default: until L-BFGS
+    converges, about 11 iterations a fit on lcbench). With a warm start, a few steps per batch
+    follow the optimum as the archive grows (``studies/gp_iterations_lcbench.yaml``).
     """
 
     has_std = True
     max_points = 500
 
-    def __init__(self, gp_refit_growth: float = GP_REFIT_GROWTH.default_value) -> None:
+    def __init__(self, gp_refit_growth: float = GP_REFIT_GROWTH.default_value,
+                 gp_lbfgs_iterations: int = GP_LBFGS_ITERATIONS.default_value) -> None:
         super().__init__()
         self._warm_kernel = None
         self.refit_growth = float(gp_refit_growth)
+        self.lbfgs_iterations = int(gp_lbfgs_iterations)
         self._optimized_at = 0
         """Training points when the kernel hyperparameters were last optimized (0: never)."""
 
     def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
         from sklearn.exceptions import ConvergenceWarning
 
-        from metaopt.components._gp import MaternGPRegressor, default_kernel
+        from metaopt.components._gp import MaternGPRegressor, capped_lbfgs, default_kernel
 
         if len(y) > self.max_points:
             order = np.argsort(y, kind="stable")
@@ -646,8 +654,11 @@ class GaussianProcess(Surrogate):
         if kernel is None or kernel.k1.k2.length_scale.shape != (p,):
             kernel, self._optimized_at = default_kernel(p), 0
         optimize = self._optimized_at == 0 or len(y) >= self._optimized_at * (1.0 + self.refit_growth)
+        optimizer = None
+        if optimize:
+            optimizer = capped_lbfgs(self.lbfgs_iterations) if self.lbfgs_iterations > 0 else "fmin_l_bfgs_b"
         model = MaternGPRegressor(kernel, normalize_y=True, n_restarts_optimizer=0, random_state=_seed(rng),
-                                  optimizer="fmin_l_bfgs_b" if optimize else None)
+                                  optimizer=optimizer)
         with warnings.catch_warnings(), _threadpools().limit(limits=1):
             # Length scales at their bounds (irrelevant features) and L-BFGS iteration limits warn; harmless.
             warnings.simplefilter("ignore", ConvergenceWarning)

