@@ -47,7 +47,7 @@ class BenchConfig:
     """Seeds per budget in the scaling section (``--seeds`` sets those of overhead and peers)."""
     api_optimizers: tuple[str, ...] = ("hb", "smashy_lcbench_hb", "cfo")
     """The api section: optimizers run through ``metaopt.minimize`` and ``run``."""
-    scaling_max_run_s: float = 240.0
+    scaling_max_run_s: float = 600.0
     """Scaling: a budget whose run is projected (from the growth so far) to take longer is skipped."""
     baseline_trials: int = 200
     """The baseline section: finished trials of the meta study's optimize stage timed per version."""
