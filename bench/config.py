@@ -30,11 +30,12 @@ class BenchConfig:
     meta_study: str = "studies/lcbench.yaml"
     """The study whose optimize stage is timed (benchmark, budget, restriction, training instances),
     and whose meta-seeds × trials give the projected wall time."""
-    meta_trials: int = 40
-    """SMAC trials per meta-seed in the meta section (all of the study's meta-seeds run, side by side).
-    40 reach past SMAC's initial design into its model-based asks, and keep the stage's end, where one
-    worker waits for the other's last run, a small share of the measurement (16 made it noisy: 1.78x to
-    1.86x for 2 workers on the same code)."""
+    meta_trials: int | None = None
+    """SMAC trials per meta-seed in the meta section (all of the study's meta-seeds run, side by side); None:
+    the study's own (150 for lcbench.yaml), so the section times the whole optimize stage. Its trials
+    differ widely in run time and each meta-seed waits for the slowest trial of each batch, so a slow
+    design on one meta-seed's path weighs on 2 workers the more, the fewer trials are timed: the same
+    code gave 1.43x for 40 trials per meta-seed and 1.74x for 80."""
     meta_workers: tuple[int, ...] = (1, 2)
     eval_optimizers: tuple[str, ...] = ("bohb", "cfo_tuned", "smashy_lcbench_hb", "smac_like")
     """The meta section's evaluate-stage measurement: these presets × ``eval_instances`` test instances of

@@ -1,10 +1,10 @@
 """Meta-optimization throughput: inner runs per second of a study's optimize stage, per worker count.
 
 The study file of the configuration (``studies/lcbench.yaml``) fixes the benchmark, the inner
-budget, the design-space restriction, the objective and the training instances; its first
-meta-seed runs ``meta_trials`` SMAC trials into a temporary folder (nothing is cached between
-measurements), once per worker count. The projected wall time of the whole study is its
-meta-seeds × trials divided by the measured throughput. Worker processes load the benchmark and
+budget, the design-space restriction, the objective and the training instances; its meta-seeds
+run ``meta_trials`` SMAC trials each (default: the study's own), side by side, into a temporary
+folder (nothing is cached between measurements), once per worker count. The projected wall time of
+the whole study is its meta-seeds × trials divided by the measured throughput. Worker processes load the benchmark and
 make one small run before the clock starts (``cluster start`` in the report includes that).
 
 The evaluate stage is measured the same way: a fixed list of runs (``eval_optimizers`` × the first
@@ -59,6 +59,7 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
     space = get_restriction(meta.restriction).space() if meta.restriction else design_space()
     features = {i: [references[i].y_min, references[i].y_max] for i in ctx.meta_instances}
     study_runs = meta.trials * len(meta.seeds)
+    trials = config.meta_trials or meta.trials
     rows = []
     for workers in config.meta_workers:
         busy_before = busy_cores()
@@ -70,7 +71,7 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
                 startup_s = time.perf_counter() - started
                 started, cpu_before = time.perf_counter(), time.process_time()  # this process's CPU, all threads
                 with contextlib.redirect_stdout(io.StringIO()):  # optimize() reports per meta-seed
-                    optimize(Path(folder), setup, space, ctx.meta_instances, features, config.meta_trials,
+                    optimize(Path(folder), setup, space, ctx.meta_instances, features, trials,
                              meta.seeds, executor, quiet=True, batch_size=meta.batch_size)
                 wall_s, own_cpu_s = time.perf_counter() - started, time.process_time() - cpu_before
             archive = pd.read_csv(Path(folder) / "meta" / "archive.csv")

@@ -47,22 +47,28 @@ close the gap. Shown only for rows where the measured data says the peer wins.""
 
 OVERHEAD_NOTES: dict[str, str] = {
     "bo_gp_ei": (
-        "cProfile: the GP hyperparameter fit is most of it. After every evaluation L-BFGS maximizes the "
-        "marginal likelihood, warm-started at the previous kernel (about 14 likelihood evaluations per refit "
-        "on lcbench, 27 on rbv2_xgboost). scikit-learn computes each gradient from the kernel's derivatives, "
-        "an n × n × (p + 2) array (p = features), contracted with an einsum that does not use BLAS. Since "
-        "2026-11-25 the gradient has a closed form in n × n and n × p arrays (`components/_gp.py`): the "
-        "likelihood's value is bit for bit scikit-learn's and the gradient the same up to rounding, which "
-        "makes bo_gp_ei 3.8× faster on lcbench (26 test instances × 3 seeds, old and new side by side: "
-        "31.4 → 8.2 s a run) and 3.9× on rbv2_xgboost (one run, 139 → 36 s). It is not bit-exact: where rounding moves an L-BFGS step the run takes another path "
-        "(28 of 78 lcbench runs kept their trace). Its effect on regret, 26 held-out lcbench instances × 3 "
-        "seeds, new − old: −0.0008 ± 0.0061 at 30d (Wilcoxon p = 0.73), +0.0020 ± 0.0067 at 10d (p = 0.94): "
-        "none. What is left per likelihood evaluation is a Cholesky factorization and an inverse (n³) and a "
-        "few n × n passes; fewer refits change results: `gp_refit_growth` g re-optimizes the kernel only when "
-        "the archive grew by the fraction g. g = 0.03 is 1.3× faster and ends worse, +0.014 ± 0.008 at 30d "
-        "(p = 0.09), 26 × 3; g = 0.1 and 0.25 (measured before the closed form, `studies/gp_refit_lcbench.yaml`) "
-        "+0.015 ± 0.006 (p = 0.007) and +0.019 ± 0.009; so bo_gp_ei keeps g = 0 and the schedule is left to "
-        "the meta-search."),
+        "cProfile: the GP is most of it. After every evaluation L-BFGS improves the kernel hyperparameters' "
+        "marginal likelihood, warm-started at the previous kernel. scikit-learn computes each gradient from "
+        "the kernel's derivatives, an n × n × (p + 2) array (p = features), contracted with an einsum that does "
+        "not use BLAS. Since 2026-11-25 the gradient has a closed form in n × n and n × p arrays "
+        "(`components/_gp.py`): the likelihood's value is bit for bit scikit-learn's and the gradient the same "
+        "up to rounding, which made bo_gp_ei 3.8× faster on lcbench (26 test instances × 3 seeds, old and new "
+        "side by side: 31.4 → 8.2 s a run) and 3.9× on rbv2_xgboost (one run, 139 → 36 s), with no effect on "
+        "regret (new − old −0.0008 ± 0.0061 at 30d, p = 0.73). Since 2026-11-26 each optimization stops after "
+        "one L-BFGS iteration (`gp_lbfgs_iterations` 1: about 3.4 likelihood evaluations a fit instead of 14 on "
+        "lcbench): half the run time on lcbench, a quarter on rbv2_xgboost, and better regret than optimizing "
+        "to convergence: convergence − one step +0.061 ± 0.015 at 10d (p = 4e-6) and +0.015 ± 0.007 at 30d "
+        "(p = 0.019) on 26 lcbench test instances × 3 seeds, +0.026 ± 0.016 at 30d (p = 0.098) on 10 "
+        "rbv2_xgboost instances × 3 (`studies/gp_iterations_*.yaml`). Fewer optimizations cost regret "
+        "(`gp_refit_growth` g, measured with optimization to convergence: g = 0.03 +0.014 ± 0.008 at 30d, "
+        "p = 0.09; g = 0.1 +0.015 ± 0.006, p = 0.007), so the GP presets keep g = 0. What is left (cProfile, "
+        "lcbench 30d): the likelihood evaluations, a fifth of the run; scikit-learn's regressor around them "
+        "(its kernel objects' hyperparameter and bounds bookkeeping, input checks, the kernel recomputed "
+        "after the optimization), a third; predicting the 500 candidates, a sixth. What would close it: a GP "
+        "regressor of our own on the closed-form likelihood (one Cholesky factorization per fit, one "
+        "triangular solve per prediction) without scikit-learn's kernel objects. The 300d row grows faster "
+        "than linearly because the first fits are the cheap ones: past `max_points` = 500 every fit works on "
+        "500 points (the 1,400 fits between 100d and 300d took 83 ms each)."),
     "smashy_lcbench_hb": (
         "The kknn7 surrogate's neighbour query was most of this row: every batch scores the progressive "
         "filter's pool of n'·max(N_s⁰, N_s¹) candidates against the whole archive, so the run grew "
@@ -349,11 +355,18 @@ def _meta(section: dict[str, Any]) -> list[str]:
             f"{_meta_seeds_text(section)} run {section['rows'][0]['trials']} SMAC trials (inner runs) per "
             f"worker count, each into an empty store. The projected study is its {section['study_meta_seeds']} "
             f"meta-seeds × {section['study_trials']} trials = {section['study_runs']} inner runs at the measured "
-            "throughput. These are SMAC's first trials (mostly its initial design, random γ), so the projection "
-            "assumes later trials cost the same; SMAC's own model grows with the run history. `worker time outside "
+            f"throughput{_projection_caveat(section)}. `worker time outside "
             "inner loops` is 1 − Σ inner-loop time / (workers × wall): SMAC, the scheduler, trace building, "
             "storing results and idle workers.", "", _table(rows), "", *_meta_remarks(section), "",
             *_evaluate_throughput(section)]
+
+
+def _projection_caveat(section: dict[str, Any]) -> str:
+    """Empty when the measurement ran the whole stage, else what the projection assumes."""
+    if section["rows"][0]["trials"] >= section["study_runs"]:
+        return " (the measurement is the whole stage)"
+    return ("; these are SMAC's first trials, so the projection assumes later trials cost the same (SMAC's own "
+            "model grows with the run history)")
 
 
 def _evaluate_throughput(section: dict[str, Any]) -> list[str]:
@@ -402,9 +415,9 @@ def _meta_remarks(section: dict[str, Any]) -> list[str]:
                          f"workers, and each inner run took {slower:.2f}× as long as in the serial measurement. "
                          "Taking that share from the workers' cores slows them by at most "
                          f"{1 / (1 - own_share / row['workers']):.2f}×; the rest of the slowdown is the inner runs "
-                         "themselves running side by side (these trials are SMAC's random designs; the evaluate "
-                         "stage's presets below, where this process only schedules, show how far the workers "
-                         "scale on lighter runs).")
+                         "themselves running side by side (these trials are SMAC's designs, some of them long GP or "
+                         "neighbour-model runs; the evaluate stage's presets below, where this process only "
+                         "schedules, show how far the workers scale on lighter runs).")
         elif row["speedup"] < 0.9 * row["workers"] / base["workers"] and slower > 1.2:
             lines.append(f"With {row['workers']} workers the throughput is {row['speedup']:.2f}× that of "
                          f"{base['workers']}, and each inner run (the same trials in both measurements) took "
