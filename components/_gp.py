@@ -33,8 +33,8 @@ from typing import Callable
 
 import numpy as np
 from scipy.linalg import cho_solve, cholesky
-from scipy.optimize import minimize
 from scipy.linalg.lapack import dpotri
+from scipy.optimize import minimize
 from scipy.spatial.distance import pdist, squareform
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Kernel, Matern, WhiteKernel
@@ -64,7 +64,9 @@ def capped_lbfgs(iterations: int) -> Callable:
     return functools.partial(_lbfgs, iterations=int(iterations))
 
 
-def _lbfgs(obj_func: Callable, initial_theta: np.ndarray, bounds: np.ndarray, iterations: int) -> tuple[np.ndarray, float]:
+def _lbfgs(obj_func: Callable, initial_theta: np.ndarray, bounds: np.ndarray,
+           iterations: int) -> tuple[np.ndarray, float]:
+    """:func:`capped_lbfgs`'s optimizer: scikit-learn's L-BFGS-B call with ``maxiter`` = ``iterations``."""
     result = minimize(obj_func, initial_theta, method="L-BFGS-B", jac=True, bounds=bounds,
                       options={"maxiter": iterations})
     return result.x, result.fun
