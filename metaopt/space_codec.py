@@ -311,7 +311,7 @@ class SpaceCodec:
         X = np.atleast_2d(np.asarray(vectors, dtype=float))
         if len(X) == 1:  # one row (a sequential optimizer's batch): the same calls, without the column bookkeeping
             row = X[0]
-            return [{name: _native(to_value(self.space[name], X[0, j:j + 1])[0])
+            return [{name: _native(to_value(self.space[name], row[j:j + 1])[0])
                      for j, name in enumerate(self.names) if not math.isnan(row[j])}]
         columns: list[tuple[str, np.ndarray, list[Any]]] = []
         for j, name in enumerate(self.names):

@@ -173,7 +173,7 @@ def test_gp_stops_lbfgs_after_the_given_iterations(monkeypatch):
         gp.fit(F, y, np.random.default_rng(0))
         assert iterations == ([] if k == 0 else [k])  # k = 0: scikit-learn's own L-BFGS, until it converges
         likelihood[k] = gp._model.log_marginal_likelihood_value_
-        start = gp._model.log_marginal_likelihood(gp_model.default_kernel(3).theta)
+    start = gp._model.log_marginal_likelihood(gp_model.default_kernel(3).theta)  # the same data in every fit
     # The same path from the same start, stopped earlier: each iteration raises the likelihood.
     assert start < likelihood[1] <= likelihood[2] <= likelihood[0]
     assert likelihood[1] < likelihood[0]
