@@ -134,10 +134,33 @@ class DaskExecutor(Executor):
         return f"Dask scheduler {self._scheduler}" if self._scheduler else f"Dask LocalCluster, {self.workers} workers"
 
 
+WORKERS_PER_CORE = 4
+"""A LocalCluster may have at most this many worker processes per core of the machine (more only compete)."""
+SCHEDULER_SCHEMES = ("tcp",)
+"""Address schemes ``--scheduler`` accepts (``tls://`` needs certificates, ``ucx://`` a UCX build; neither is set up)."""
+
+
+def check_executor(workers: int, scheduler: str | None, field: str = "--workers") -> None:
+    """Called before a command takes its output folder's lock: UsageError unless ``workers`` is in
+    1..WORKERS_PER_CORE x the cores (``field`` names where it came from) and ``scheduler``, when given,
+    is an address ``tcp://HOST:PORT`` (or ``HOST:PORT``)."""
+    limit = WORKERS_PER_CORE * default_workers()
+    if not 1 <= workers <= limit:
+        raise UsageError(f"{field}: {workers} workers; allowed: 1 to {limit} ({WORKERS_PER_CORE} per core of the "
+                         f"{default_workers()} this process may use)")
+    if scheduler is not None:
+        scheme, sep, rest = scheduler.partition("://")
+        if not sep:
+            scheme, rest = "tcp", scheduler
+        host, _, port = rest.rpartition(":")
+        if scheme not in SCHEDULER_SCHEMES or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"--scheduler: {scheduler!r} is not a Dask scheduler address; allowed: "
+                             "tcp://HOST:PORT or HOST:PORT (tls:// and ucx:// are not supported)")
+
+
 def make_executor(workers: int = 1, scheduler: str | None = None) -> Executor:
-    """Serial for one worker and no scheduler; Dask otherwise."""
-    if workers < 1:
-        raise UsageError(f"workers must be at least 1, got {workers}")
+    """Serial for one worker and no scheduler; Dask otherwise (:func:`check_executor` first)."""
+    check_executor(workers, scheduler)
     if scheduler is None and workers == 1:
         return Executor()
     return DaskExecutor(workers=workers, scheduler=scheduler)
