@@ -46,8 +46,8 @@ RUN_RECORD_GLOB = "*/*/seed-*.json"
 """Every run record under a runs folder laid out by :func:`run_record_file`."""
 
 
-ARCHIVE_COLUMNS = ("meta_seed", "trial", "hash", "instance", "seed", "objective", "status")
-"""Columns every meta-archive has (:func:`metaopt.meta_archive.meta_archive`); the readers need them."""
+ARCHIVE_COLUMNS = ("instance", "objective")
+"""Columns of a meta-archive (:func:`metaopt.meta_archive.meta_archive`) that every reader needs (with its `gamma.*` columns)."""
 
 
 GAMMA_STAR_NAME = "gamma_star.json"
