@@ -119,6 +119,8 @@ def write_answer(output: Path, evaluation: Evaluation | None, alpha: float = 0.0
     results = evaluation.regret_at(evaluation.budget)
     lines = [*_ranking(results, "regret", alpha), *_known_designs(store), *_cost(store.eval_dir),
              *_termination(store.eval_dir), *_ablation(store), *_importance(store.root)]
+    if evaluation.damage_note():
+        lines.insert(0, evaluation.damage_note() + ".")
     path = store.answer_file
     atomic_write_text(path, "\n\n".join(lines) + "\n")
     return path

@@ -33,7 +33,7 @@ import pandas as pd
 from metaopt.analysis.anytime import regret_at
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
-from metaopt.run_io import TRACE_DIGEST, DamagedRun, RunResult, jsonable, read_run
+from metaopt.run_io import TRACE_DIGEST, RunResult, jsonable
 from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_bytes
 
@@ -64,6 +64,18 @@ class Evaluation:
     n_failed: int
     read_from: dict[str, str] = field(default_factory=dict)
     """Companion study name -> where its runs were read: its store folder or its runs file."""
+    damaged: list[str] = field(default_factory=list)
+    """Stored runs left out because their files are damaged, each with what is wrong (named in the
+    report and the answer)."""
+
+    def damage_note(self) -> str | None:
+        """One sentence naming the damaged runs left out (None without any)."""
+        if not self.damaged:
+            return None
+        shown = "; ".join(self.damaged[:10]) + (f"; ... and {len(self.damaged) - 10} more" if len(self.damaged) > 10
+                                               else "")
+        return (f"{len(self.damaged)} damaged run(s) left out of every table (their files do not match; "
+                f"`metaopt evaluate STUDY` redoes them): {shown}")
 
     def regret_at(self, budget: Budget) -> pd.DataFrame:
         """Per run: the incumbent's normalized regret after spending ``budget`` (NaN before the first evaluation)."""
@@ -74,20 +86,17 @@ class Evaluation:
         return pd.DataFrame(rows)
 
 
-def stored_runs(output: Path, optimizers: Collection[str]) -> Iterator[HeldOutRun]:
+def stored_runs(output: Path, optimizers: Collection[str], damaged: list[str] | None = None) -> Iterator[HeldOutRun]:
     """The finished, intact runs of ``optimizers`` under the study folder ``output`` (its ``eval/runs``),
-    in a fixed order (optimizer, instance, seed as stored names sort); damaged runs are skipped (the
-    stages redo them). Called by the report and by :func:`write_runs_file`."""
-    runs_dir = StudyStore(output).readable_eval_dir() / "runs"
-    for path in sorted(runs_dir.glob("*/*/seed-*/summary.json")):
-        optimizer, instance, seed = path.parts[-4], path.parts[-3], int(path.parts[-2].removeprefix("seed-"))
-        if optimizer not in optimizers:
-            continue
-        try:
-            result = read_run(path.parent)
-        except DamagedRun:
-            continue
-        yield HeldOutRun(optimizer, instance, seed, result)
+    in a fixed order (optimizer, instance, seed as stored names sort), validated by
+    :meth:`metaopt.store.StudyStore.held_out_runs`. Damaged runs are left out; each is appended to
+    ``damaged`` (as "optimizer on instance seed k (what is wrong)") so that the caller names it.
+    Called by the report and by :func:`write_runs_file`."""
+    runs = StudyStore(output).held_out_runs(set(optimizers))
+    if damaged is not None:
+        damaged.extend(f"{run} ({problem})" for run, problem in runs.damaged)
+    for run, result in runs.intact:
+        yield HeldOutRun(run.optimizer, run.instance, run.seed, result)
 
 
 def reduced_trace(trace: pd.DataFrame) -> pd.DataFrame:
@@ -117,7 +126,12 @@ def write_runs_file(output: Path, target: Path, optimizers: list[str] | None = N
             raise UsageError(f"--optimizers: {output} does not evaluate {name!r} (it evaluates "
                              f"{', '.join(evaluated) or 'nothing'})")
     wanted = optimizers or evaluated
-    runs = list(stored_runs(output, wanted))
+    damaged: list[str] = []
+    runs = list(stored_runs(output, wanted, damaged))
+    if damaged:
+        raise UsageError(f"{output} holds {len(damaged)} damaged run(s) ({'; '.join(damaged[:3])}"
+                         f"{' ...' if len(damaged) > 3 else ''}); `metaopt evaluate` on its study redoes them; "
+                         "nothing exported")
     missing = sorted(set(wanted) - {run.optimizer for run in runs})
     if missing:
         raise UsageError(f"{output} holds no finished run of {', '.join(missing)}: nothing to export for them")

@@ -46,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -285,7 +286,10 @@ def importance_of_meta(folder: Path, restriction: str | None, meta_objective: st
         return stored, StudyStore(target).importance_dir, True
     space = get_restriction(restriction).space() if restriction else design_space()
     incumbent = json.loads(star_path.read_text())["config"]
-    result = compute_importance(pd.read_csv(archive_path), space, "objective", incumbent, seed, n_trees, pairs=pairs,
+    archive, note = store.read_archive()
+    if note:
+        print(f"metaopt: warning: {note}", file=sys.stderr)
+    result = compute_importance(archive, space, "objective", incumbent, seed, n_trees, pairs=pairs,
                                 provenance={"archive": str(archive_path), "gamma_star": str(star_path),
                                             "restriction": restriction, "meta_objective": meta_objective,
                                             "inputs_digest": digest})

@@ -22,6 +22,7 @@ import json
 import math
 import numbers
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,10 +98,11 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
     """
     if study.evaluation is None:
         return None
-    runs = list(stored_runs(output, _study_optimizers(study)))
+    damaged: list[str] = []
+    runs = list(stored_runs(output, _study_optimizers(study), damaged))
     failed, read_from = _failed_runs(output), {}
     for k, companion in enumerate(companions):
-        theirs = list(stored_runs(companion.study.output, companion.optimizers))
+        theirs = list(stored_runs(companion.study.output, companion.optimizers, damaged))
         if theirs:
             failed += _failed_runs(companion.study.output)
             read_from[companion.study.spec.name] = f"stored in {companion.study.output}"
@@ -123,9 +125,12 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
             spent = spent * budget.amount / float(summary["budget"])
         traces[(run.optimizer, run.instance, run.seed)] = pd.DataFrame({"spent": spent, "normalized_regret":
                                                                         trace["normalized_regret"]})
+    if damaged:
+        print(f"metaopt: warning: {output}: {len(damaged)} damaged run(s) left out of the report: "
+              + "; ".join(damaged[:3]) + (" ..." if len(damaged) > 3 else ""), file=sys.stderr)
     if not rows:
         return None
-    return Evaluation(pd.DataFrame(rows), traces, configs, budget, failed, read_from)
+    return Evaluation(pd.DataFrame(rows), traces, configs, budget, failed, read_from, damaged)
 
 
 def parse_budget(spec: str, total: Budget) -> Budget:
@@ -225,6 +230,8 @@ def study_section(study: StudySpec, output: Path, evaluation: Evaluation | None,
         empty = empty_runs(runs)
         if empty:
             design.append(empty + ".")
+        if evaluation.damage_note():
+            design.append(evaluation.damage_note() + ".")
     elif ev:
         names = ev.optimizer_names()
         design.append(f"Held-out evaluation of {', '.join(names)}: no finished run yet.")
@@ -362,14 +369,16 @@ def meta_section(study: StudySpec, output: Path, evaluation: Evaluation | None) 
     from metaopt.spaces.design_space import design_space
 
     store = StudyStore(output)
-    archive_path, star_path = store.archive_csv, store.gamma_star_json
-    archive = pd.read_csv(archive_path) if archive_path.exists() else None
+    star_path = store.gamma_star_json
+    archive, note = store.read_archive()
     star = json.loads(star_path.read_text()) if star_path.exists() else None
     table = gamma_table(study, star, archive, evaluation)
     if table is None:
         return None
     title = "Meta-optimization: γ* and the configurations compared" if star else "Configurations compared"
     section = Section(title, [table])
+    if note:
+        section.blocks.insert(0, f"Warning: {note}.")
     if archive is not None and archive["hash"].nunique() >= 5:
         space = design_space()
         configs = _archive_configs(archive)
@@ -733,7 +742,9 @@ def build_sections(output: Path, study: StudySpec, companions: list[Companion], 
     """The report's title and sections from what ``output`` holds (``study``, ``companions`` and
     ``evaluation`` as :func:`_load` read them)."""
     store = StudyStore(output)
-    archive = pd.read_csv(store.archive_csv) if store.archive_csv.exists() else None
+    archive, note = store.read_archive()
+    if note:
+        print(f"metaopt: warning: {note}", file=sys.stderr)
     sections = [study_section(study, output, evaluation, archive, companions)]
     meta = meta_section(study, output, evaluation)
     if meta is not None:

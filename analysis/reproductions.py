@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -39,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
 
 from metaopt.analysis.stats import paired_differences, scores_by_instance  # noqa: E402
 from metaopt.errors import UsageError  # noqa: E402
+from metaopt.store import StudyStore  # noqa: E402
 from metaopt.store_utils import atomic_write_text  # noqa: E402
 from metaopt.study_spec import load_study  # noqa: E402
 
@@ -121,20 +123,33 @@ HIGHER_IS_BETTER = {"ryc", "rtc"}
 """Metrics of ``eval/termination_runs.csv`` (paper 002); the regret columns of ``eval/results.csv`` are lower-better."""
 
 
-def _evaluation(study_file: Path, metric: str) -> pd.DataFrame | None:
-    """The study's table holding ``metric``, one row per run (None when the study has not been evaluated)."""
+def _evaluation(study_file: Path, metric: str, damaged: list[str]) -> pd.DataFrame | None:
+    """The study's table holding ``metric``, one row per run (None when the study has not been evaluated).
+
+    Runs whose stored files are damaged now (:meth:`metaopt.store.StudyStore.damaged_eval_runs`) are
+    left out of the table and appended to ``damaged``, so that the claim names them."""
     study = load_study(study_file)
     table = study.output / "eval" / ("termination_runs.csv" if metric in HIGHER_IS_BETTER else "results.csv")
-    return pd.read_csv(table, dtype={"instance": str}) if table.exists() else None
+    if not table.exists():
+        return None
+    results = pd.read_csv(table, dtype={"instance": str})
+    bad = StudyStore(study.output).damaged_eval_runs()
+    if bad and {"optimizer", "instance", "seed"} <= set(results.columns):
+        keys = {(run.optimizer, run.instance, run.seed) for run, _ in bad}
+        rows = [(o, str(i), int(s)) in keys for o, i, s in zip(results["optimizer"], results["instance"],
+                                                                 results["seed"])]
+        results = results[[not row for row in rows]]
+        damaged.extend(f"{study.spec.name}: {run} ({problem})" for run, problem in bad)
+    return results
 
 
 def measure(claim: Claim, studies_dir: Path) -> Outcome:
     """Compute the claim's comparisons from its studies' stores and give the verdict."""
     test = claim.test
     wanted = list(dict.fromkeys(test.optimizers + test.than))
-    frames, missing = [], []
+    frames, missing, damaged = [], [], []
     for name in claim.studies:
-        results = _evaluation(studies_dir / f"{name}.yaml", test.metric)
+        results = _evaluation(studies_dir / f"{name}.yaml", test.metric, damaged)
         if results is None:
             missing.append(name)
             continue
@@ -160,6 +175,10 @@ def measure(claim: Claim, studies_dir: Path) -> Outcome:
         rows.append(table.reset_index().assign(reference=ours))
     pairs = pd.concat(rows, ignore_index=True)  # in the claim's order: each of optimizers, each of than
     verdict, reason = _verdict(test, pairs)
+    if damaged:
+        print(f"metaopt: warning: claim {claim.id}: {len(damaged)} damaged run(s) left out: {'; '.join(damaged[:3])}"
+              + (" ..." if len(damaged) > 3 else ""), file=sys.stderr)
+        reason += f"; {len(damaged)} damaged run(s) left out ({'; '.join(damaged[:3])}{' ...' if len(damaged) > 3 else ''})"
     seeds = int(cells.reset_index().groupby("instance")["seed"].nunique().min())
     return Outcome(claim, pairs, scores, len(scores), seeds, verdict, reason, [])
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ from metaopt.executor import Executor
 from metaopt.meta import meta_objective
 from metaopt.meta_archive import CRASH_OBJECTIVE, gamma_hash
 from metaopt.run_io import jsonable
-from metaopt.store import RUN_RECORD_GLOB, run_record_file
+from metaopt.errors import UsageError
+from metaopt.store import RUN_RECORD_GLOB, read_meta_archive, run_record_file
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
 
@@ -173,7 +175,14 @@ class SurrogateEstimator:
 
     @classmethod
     def from_archive(cls, path: Path) -> SurrogateEstimator:
-        return cls(pd.read_csv(path))
+        """The estimator of the meta-archive ``path``, read and checked by :func:`metaopt.store.read_meta_archive`
+        (UsageError when it is damaged or missing; a warning line when rows are missing)."""
+        archive, note = read_meta_archive(path)
+        if archive is None:
+            raise UsageError(f"{path} not found: the surrogate estimator needs a study's meta-archive")
+        if note:
+            print(f"metaopt: warning: {note}", file=sys.stderr)
+        return cls(archive)
 
     def __call__(self, configs: list[Gamma]) -> list[tuple[float, float]]:
         mean, std = self.model.predict(configs)

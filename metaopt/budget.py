@@ -10,6 +10,7 @@ loop and by the peer runs alike.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -54,8 +55,8 @@ class Budget:
     spec: str = ""
 
     def __post_init__(self) -> None:
-        if not self.amount > 0:
-            raise UsageError(f"budget must be positive, got {self.spec or self.amount}")
+        if not (self.amount > 0 and math.isfinite(self.amount)):
+            raise UsageError(f"budget must be a positive, finite amount, got {self.spec or self.amount}")
 
     @classmethod
     def parse(cls, spec: str | float | int, d: int | None) -> "Budget":
@@ -72,12 +73,16 @@ class Budget:
         if d is None and unit == "dc":
             raise UsageError(f"budget {text}: a budget in typical costs per hyperparameter needs one benchmark's d")
         if unit == "d":
-            return cls(num, "full_evals_per_d", text) if d is None else cls(num * d, "full_evals", text)
-        if unit == "s":
-            return cls(num, "cost", text)
-        if unit in ("c", "dc"):
-            return cls(num * (d if unit == "dc" else 1), "typical_cost", text)
-        return cls(num, "full_evals", text)
+            budget = cls(num, "full_evals_per_d", text) if d is None else cls(num * d, "full_evals", text)
+        elif unit == "s":
+            budget = cls(num, "cost", text)
+        elif unit in ("c", "dc"):
+            budget = cls(num * (d if unit == "dc" else 1), "typical_cost", text)
+        else:
+            budget = cls(num, "full_evals", text)
+        if budget.unit == "full_evals" and budget.amount < 1:
+            raise UsageError(f"budget {text} is {budget.amount:g} full evaluations; a run needs at least one")
+        return budget
 
     def for_dimension(self, d: int) -> "Budget":
         """A per-hyperparameter budget (``full_evals_per_d``) for an instance with ``d`` hyperparameters;

@@ -21,7 +21,8 @@ from typing import Any, Callable, NoReturn, Sequence
 import pandas as pd
 
 from metaopt.errors import UsageError
-from metaopt.store_utils import check_writable, read_text_file
+from metaopt.store_utils import check_writable, describe_os_error, read_text_file
+from metaopt.study_spec import MAX_SEEDS, SEED_LIMIT
 
 EXIT_USAGE = 2
 
@@ -34,21 +35,23 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def _count(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``minimum`` (e.g. 0 for seeds, 1 for workers)."""
+def _count(minimum: int, below: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum`` (e.g. 0 for seeds, 1 for workers) and < ``below`` if given."""
+    allowed = f"an integer >= {minimum}" + (f" and < {below}" if below is not None else "")
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {text!r}") from None
+        if value < minimum or (below is not None and value >= below):
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {value}")
         return value
     return parse
 
 
-_seed_type = _count(0)
-"""Seeds: what ``numpy.random.default_rng`` accepts."""
+_seed_type = _count(0, SEED_LIMIT)
+"""Seeds: 0 <= seed < 2**31 (metaopt.study_spec.SEED_LIMIT: what numpy and SMAC accept)."""
 _positive_type = _count(1)
 
 
@@ -525,7 +528,8 @@ def _add_ablate_parser(sub: Any) -> None:
     p.add_argument("--instances", metavar="SPLIT|IDS",
                    help="evaluated only: test (default), train, all, or comma-separated instance ids")
     p.add_argument("--limit", type=_positive_type, metavar="N", help="evaluated only: the first N of those instances")
-    p.add_argument("--seeds", type=_positive_type, metavar="N", help="evaluated only: seeds 1..N per instance (default 1)")
+    p.add_argument("--seeds", type=_count(1, MAX_SEEDS + 1), metavar="N",
+                   help="evaluated only: seeds 1..N per instance (default 1)")
     p.add_argument("--budget", help="evaluated only: the run budget (default: the study's, else 30d)")
     p.add_argument("--race", action="store_true",
                    help="evaluated only: after each seed round, drop candidates clearly worse than the best "
@@ -543,12 +547,13 @@ def cmd_ablate(args: argparse.Namespace) -> None:
     from metaopt.ablation import ESTIMATORS, VARIANTS, AblationSpec, check_choices, resolve_endpoint, run_ablation
     from metaopt.benchmarks import get_benchmark
     from metaopt.budget import Budget
-    from metaopt.executor import make_executor
+    from metaopt.executor import check_executor, make_executor
     from metaopt.spaces.resolve import read_config_file
     from metaopt.store import StudyStore
     from metaopt.store_utils import output_lock
 
     check_writable(args.out, "--out", folder=True)
+    check_executor(args.workers, args.scheduler)
     check_choices("--estimator", [args.estimator], ESTIMATORS)
     names = [v.strip() for v in args.variant.split(",")]
     variants = VARIANTS if names == ["all"] else tuple(names)
@@ -680,6 +685,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # output piped into e.g. `head`: not an error
         sys.stdout = open(os.devnull, "w")
+    except OSError as err:  # a folder that cannot be written, a full disk, ...: one line naming the path
+        print(f"metaopt: error: {describe_os_error(err)}", file=sys.stderr)
+        return EXIT_USAGE
     return 0
 
 

@@ -10,7 +10,10 @@ where or in which order they ran.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import signal
 from collections import deque
 from contextlib import AbstractContextManager
 from typing import Any, Callable, Iterable, Iterator
@@ -102,11 +105,18 @@ class DaskExecutor(Executor):
             self.workers = max(len(self.dask_client.scheduler_info().get("workers", {})), 1)
         else:
             # One single-threaded process per worker; linear algebra pinned to one thread per process.
-            with dask.config.set(_LOCAL_WORKER_CONFIG):  # read when the worker processes start
-                self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                             dashboard_address=":0", host="127.0.0.1",
-                                             env={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-                                                  "MKL_NUM_THREADS": "1"})
+            # Worker processes ignore SIGINT (inherited: Python installs no KeyboardInterrupt handler for a
+            # signal ignored at its start): Ctrl-C interrupts this process alone, which closes the cluster,
+            # instead of every worker printing a KeyboardInterrupt traceback.
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                with dask.config.set(_LOCAL_WORKER_CONFIG):  # read when the worker processes start
+                    self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                 dashboard_address=":0", host="127.0.0.1",
+                                                 env={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                                                      "MKL_NUM_THREADS": "1"})
+            finally:
+                signal.signal(signal.SIGINT, previous)
             self.dask_client = Client(self._cluster)
             self.workers = workers
         self._scheduler = scheduler
@@ -124,7 +134,13 @@ class DaskExecutor(Executor):
             future = next(self._running)
             yield self._ids.pop(future), future.result()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type | None, *exc: object) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt) and self._cluster is not None:
+            # Interrupted (Ctrl-C): the runs in progress are abandoned on purpose; the CLI says so in one
+            # line, so Dask's warnings about cancelled tasks and killed workers are not printed.
+            with contextlib.suppress(Exception):
+                self.dask_client.run(_quiet_dask_logs)
+            _quiet_dask_logs()
         if self.dask_client is not None:
             self.dask_client.close()
         if self._cluster is not None:
@@ -134,10 +150,39 @@ class DaskExecutor(Executor):
         return f"Dask scheduler {self._scheduler}" if self._scheduler else f"Dask LocalCluster, {self.workers} workers"
 
 
+WORKERS_PER_CORE = 4
+"""A LocalCluster may have at most this many worker processes per core of the machine (more only compete)."""
+SCHEDULER_SCHEMES = ("tcp",)
+"""Address schemes ``--scheduler`` accepts (``tls://`` needs certificates, ``ucx://`` a UCX build; neither is set up)."""
+
+
+def check_executor(workers: int, scheduler: str | None, field: str = "--workers") -> None:
+    """Called before a command takes its output folder's lock: UsageError unless ``workers`` is in
+    1..WORKERS_PER_CORE x the cores (``field`` names where it came from) and ``scheduler``, when given,
+    is an address ``tcp://HOST:PORT`` (or ``HOST:PORT``)."""
+    limit = WORKERS_PER_CORE * default_workers()
+    if not 1 <= workers <= limit:
+        raise UsageError(f"{field}: {workers} workers; allowed: 1 to {limit} ({WORKERS_PER_CORE} per core of the "
+                         f"{default_workers()} this process may use)")
+    if scheduler is not None:
+        scheme, sep, rest = scheduler.partition("://")
+        if not sep:
+            scheme, rest = "tcp", scheduler
+        host, _, port = rest.rpartition(":")
+        if scheme not in SCHEDULER_SCHEMES or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"--scheduler: {scheduler!r} is not a Dask scheduler address; allowed: "
+                             "tcp://HOST:PORT or HOST:PORT (tls:// and ucx:// are not supported)")
+
+
+def _quiet_dask_logs() -> None:
+    """Only errors from Dask's loggers from now on (in the process that calls it); called when a run is
+    interrupted, before the cluster is closed."""
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+
+
 def make_executor(workers: int = 1, scheduler: str | None = None) -> Executor:
-    """Serial for one worker and no scheduler; Dask otherwise."""
-    if workers < 1:
-        raise UsageError(f"workers must be at least 1, got {workers}")
+    """Serial for one worker and no scheduler; Dask otherwise (:func:`check_executor` first)."""
+    check_executor(workers, scheduler)
     if scheduler is None and workers == 1:
         return Executor()
     return DaskExecutor(workers=workers, scheduler=scheduler)

@@ -10,14 +10,23 @@ normalized regret negative. Both numbers are computed once per (benchmark, insta
 on disk as a small JSON file (written atomically), so every run and every process normalizes
 against the same numbers.
 
+A cache file is keyed by everything the numbers depend on (:func:`cache_key`: the benchmark's
+fingerprint, which covers its version, data and, for a user's benchmark, the code defining it; the
+search space; the fidelity; the instance; the method), so a changed benchmark never reads stale
+references. A cached or computed reference is checked (:func:`check_reference`: finite, y_min <
+y_max); a damaged cache file is computed again with a warning line, a computed one that fails the
+check is a one-line error.
+
 The cache lives in ``$METAOPT_CACHE_DIR`` (default ``~/.cache/metaopt``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,7 +35,8 @@ import numpy as np
 from metaopt.benchmarks.base import Benchmark, Problem
 from metaopt.budget import Budget
 from metaopt.space_codec import SpaceCodec
-from metaopt.store_utils import atomic_write_text
+from metaopt.errors import UsageError
+from metaopt.store_utils import atomic_write_text, file_digest
 
 SAMPLE_SIZE = 10_000
 SAMPLE_SEED = 20240601
@@ -56,9 +66,31 @@ def cache_dir() -> Path:
     return Path(os.environ.get("METAOPT_CACHE_DIR", Path.home() / ".cache" / "metaopt")).expanduser()
 
 
+def cache_key(benchmark: Benchmark, instance: str) -> dict[str, object]:
+    """Everything an instance's cached reference and typical cost depend on: the benchmark's
+    fingerprint (kind, version, data, a user's code: :meth:`Benchmark.fingerprint`), its search space
+    and fidelity, the instance, the sample sizes and this module's method version."""
+    return {"fingerprint": benchmark.fingerprint(), "space": str(benchmark.search_space),
+            "fidelity": repr(benchmark.fidelity), "instance": instance, "samples": benchmark.reference_samples,
+            "refine_rounds": benchmark.reference_refine_rounds, "method": METHOD_VERSION}
+
+
 def _cache_path(benchmark: Benchmark, instance: str) -> Path:
+    """``<cache>/references-v<method>/<benchmark>/<instance>-<digest of cache_key>.json``: a change of
+    anything the reference depends on gives another file (a stale one is never read)."""
     safe = lambda s: re.sub(r"[^A-Za-z0-9_.-]+", "_", s)  # noqa: E731
-    return (cache_dir() / f"references-v{METHOD_VERSION}" / safe(benchmark.fingerprint()) / f"{safe(instance)}.json")
+    key = file_digest(json.dumps(cache_key(benchmark, instance), sort_keys=True).encode())[:16]
+    return cache_dir() / f"references-v{METHOD_VERSION}" / safe(benchmark.name) / f"{safe(instance)}-{key}.json"
+
+
+def check_reference(ref: Reference, what: str) -> Reference:
+    """``ref`` if y_min and y_max are finite and y_min < y_max; else a UsageError naming ``what`` (without
+    that, normalized regret would be NaN, infinite or of the wrong sign). Called on every reference
+    read from the cache or computed."""
+    if not (math.isfinite(ref.y_min) and math.isfinite(ref.y_max) and ref.y_min < ref.y_max):
+        raise UsageError(f"{what}: regret references y_min = {ref.y_min}, y_max = {ref.y_max} are not finite "
+                         "numbers with y_min < y_max, so normalized regret is undefined")
+    return ref
 
 
 def compute_reference(benchmark: Benchmark, instance: str, n: int | None = None) -> Reference:
@@ -80,6 +112,9 @@ def compute_reference(benchmark: Benchmark, instance: str, n: int | None = None)
     X = np.concatenate([codec.sample_uniform(min(BATCH, n - start), rng) for start in range(0, n, BATCH)])
     loss = np.concatenate([evaluate(X[start:start + BATCH]) for start in range(0, n, BATCH)])
     finite = loss[np.isfinite(loss)]
+    if not len(finite):
+        raise UsageError(f"{benchmark.name} instance {instance}: none of {len(loss)} random configurations has a "
+                         "finite loss at full fidelity; regret references cannot be computed")
     y_max = float(np.median(finite))
     refined = _refine(codec, evaluate, X, loss, rng, rounds) if rounds else np.inf
     y_min = float(min(finite.min(), refined))
@@ -125,10 +160,11 @@ def get_reference(benchmark: Benchmark, instance: str) -> Reference:
     path = _cache_path(benchmark, str(instance))
     if path.exists():
         try:
-            return Reference(**json.loads(path.read_text()))
-        except (ValueError, TypeError):
-            pass  # a corrupt cache file is recomputed and replaced
-    ref = compute_reference(benchmark, str(instance))
+            return check_reference(Reference(**json.loads(path.read_text())), str(path))
+        except (ValueError, TypeError, UsageError) as err:  # a damaged cache file is recomputed and replaced
+            print(f"metaopt: warning: {err if isinstance(err, UsageError) else f'{path}: not a reference'}; "
+                  "computing it again", file=sys.stderr)
+    ref = check_reference(compute_reference(benchmark, str(instance)), f"{benchmark.name} instance {instance}")
     atomic_write_text(path, json.dumps(asdict(ref), indent=1))
     return ref
 
@@ -146,14 +182,19 @@ def typical_cost(benchmark: Benchmark, instance: str) -> float:
     path = _cache_path(benchmark, str(instance)).with_suffix(".typical_cost.json")
     if path.exists():
         try:
-            return float(json.loads(path.read_text())["typical_cost"])
+            value = float(json.loads(path.read_text())["typical_cost"])
+            if math.isfinite(value) and value > 0:
+                return value
         except (ValueError, KeyError, TypeError):
-            pass  # a corrupt cache file is recomputed and replaced
+            pass  # a damaged cache file is recomputed and replaced
     n = min(TYPICAL_COST_SAMPLES, benchmark.reference_samples)
     codec = SpaceCodec(benchmark.search_space)
     X = codec.sample_uniform(n, np.random.default_rng([SAMPLE_SEED, n, 1]))
     cost = benchmark.evaluate(str(instance), codec.to_dicts(X), np.full(n, benchmark.fidelity.r_max)).cost
     value = float(np.median(np.asarray(cost, dtype=float)))
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{benchmark.name} instance {instance}: the typical cost of a full evaluation is {value}; "
+                         "a typical-cost budget needs a positive, finite one (use 'Nd', 'N' or 'Ns')")
     atomic_write_text(path, json.dumps({"typical_cost": value, "samples": n}, indent=1))
     return value
 

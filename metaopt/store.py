@@ -24,9 +24,14 @@ Paths are computed, never created: writers create folders as they write (``atomi
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from metaopt.errors import UsageError
+from metaopt.run_io import UNFINISHED, DamagedRun, RunResult, check_run, read_run
 from metaopt.store_utils import LOCK_NAME
 from metaopt.study_spec import StudySpec, load_study
 
@@ -39,6 +44,67 @@ def run_record_file(runs_dir: Path, name: str, instance: str, seed: int) -> Path
 
 RUN_RECORD_GLOB = "*/*/seed-*.json"
 """Every run record under a runs folder laid out by :func:`run_record_file`."""
+
+
+ARCHIVE_COLUMNS = ("instance", "objective")
+"""Columns of a meta-archive (:func:`metaopt.meta_archive.meta_archive`) that every reader needs (with its `gamma.*` columns)."""
+
+
+GAMMA_STAR_NAME = "gamma_star.json"
+"""γ*'s file, beside the meta-archive in ``meta/``."""
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """Where one held-out run of the evaluation lives: its optimizer, instance, seed and folder."""
+
+    optimizer: str
+    instance: str
+    seed: int
+    folder: Path
+
+    def __str__(self) -> str:
+        return f"{self.optimizer} on {self.instance} seed {self.seed}"
+
+
+@dataclass
+class HeldOutRuns:
+    """The evaluation's stored runs, validated (:meth:`StudyStore.held_out_runs`): the intact ones with
+    their results, and the damaged ones with what is wrong (they are left out, and named)."""
+
+    intact: list[tuple[StoredRun, RunResult]]
+    damaged: list[tuple[StoredRun, str]]
+
+
+def read_meta_archive(path: Path) -> tuple[pd.DataFrame | None, str | None]:
+    """A meta-archive (``meta/archive.csv``) validated, and a note when rows are missing; (None, None) without one.
+
+    The one reader of a meta-archive (report, importance, the surrogate ablation): a file that does
+    not parse as a CSV with :data:`ARCHIVE_COLUMNS` is a one-line UsageError naming it. The note says
+    how many rows are missing when the archive holds fewer trials than the ``gamma_star.json`` beside it counted
+    (rows deleted after the optimize stage): the readers say it instead of silently showing less.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None, None
+    rerun = "rerun the optimize stage (metaopt optimize STUDY) to rebuild it"
+    try:
+        archive = pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError, OSError) as err:  # pandas' ParserError and EmptyDataError are ValueErrors
+        reason = getattr(err, "strerror", None) or str(err).strip().splitlines()[-1]
+        raise UsageError(f"{path} is damaged (not a meta-archive: {reason}); {rerun}") from None
+    missing = [column for column in ARCHIVE_COLUMNS if column not in archive.columns]
+    if missing:
+        raise UsageError(f"{path} is damaged (no column {', '.join(missing)}); {rerun}")
+    note = None
+    try:
+        counted = int(json.loads((path.parent / GAMMA_STAR_NAME).read_text())["n_trials"])
+    except (OSError, ValueError, KeyError, TypeError):
+        counted = None  # no (readable) gamma* file: nothing to compare with
+    if counted is not None and len(archive) < counted:
+        note = (f"{path} holds {len(archive)} trials, but gamma_star.json counted {counted}: "
+                f"{counted - len(archive)} rows are missing; {rerun}")
+    return archive, note
 
 
 class StudyStore:
@@ -118,9 +184,13 @@ class StudyStore:
     def archive_csv(self) -> Path:
         return self.meta_dir / "archive.csv"
 
+    def read_archive(self) -> tuple[pd.DataFrame | None, str | None]:
+        """:func:`read_meta_archive` of ``meta/archive.csv``."""
+        return read_meta_archive(self.archive_csv)
+
     @property
     def gamma_star_json(self) -> Path:
-        return self.meta_dir / "gamma_star.json"
+        return self.meta_dir / GAMMA_STAR_NAME
 
     @property
     def selection_csv(self) -> Path:
@@ -161,6 +231,46 @@ class StudyStore:
     def eval_run_dir(self, optimizer: str, instance: str, seed: int) -> Path:
         """The folder of one held-out run (``trace.csv``, ``summary.json`` or ``failed.json``)."""
         return self.eval_runs_dir / optimizer / instance / f"seed-{seed}"
+
+    def stored_eval_runs(self) -> list[StoredRun]:
+        """Every held-out run folder of the evaluation (``eval/runs/<optimizer>/<instance>/seed-<k>``, or the
+        pre-``eval/`` layout), in a fixed order (as the stored names sort)."""
+        runs_dir = self.readable_eval_dir() / "runs"
+        return [StoredRun(path.parts[-3], path.parts[-2], int(path.name.removeprefix("seed-")), path)
+                for path in sorted(runs_dir.glob("*/*/seed-*"))
+                if path.is_dir() and path.name.removeprefix("seed-").isdigit()]
+
+    @staticmethod
+    def run_problem(run: StoredRun) -> str | None:
+        """Called before a stored run is used or redone: None when it is finished and intact, else why not
+        (:data:`metaopt.run_io.UNFINISHED` without a summary; see :func:`metaopt.run_io.check_run`)."""
+        return check_run(run.folder)
+
+    def held_out_runs(self, optimizers: set[str] | None = None) -> HeldOutRuns:
+        """The evaluation's finished runs of ``optimizers`` (all without), validated: the one reader of
+        stored held-out runs for evaluate's tables, the report, the answer and the reproductions.
+
+        A run whose summary and trace do not match, or whose trace does not parse, is damaged: it is
+        returned with what is wrong, never read as a result (the evaluate stage redoes it). A run
+        without a summary is unfinished (interrupted or failed) and is in neither list.
+        """
+        intact, damaged = [], []
+        for run in self.stored_eval_runs():
+            if optimizers is not None and run.optimizer not in optimizers:
+                continue
+            try:
+                intact.append((run, read_run(run.folder)))
+            except FileNotFoundError:
+                continue  # no summary.json: unfinished
+            except (DamagedRun, ValueError, UnicodeDecodeError) as err:  # pandas' parser errors are ValueErrors
+                damaged.append((run, str(err).splitlines()[0] if str(err) else type(err).__name__))
+        return HeldOutRuns(intact, damaged)
+
+    def damaged_eval_runs(self) -> list[tuple[StoredRun, str]]:
+        """The held-out runs whose files are there but do not match (:meth:`held_out_runs` without reading
+        the intact ones' traces); called by readers of the evaluation's tables (reproductions)."""
+        return [(run, problem) for run in self.stored_eval_runs()
+                if (problem := self.run_problem(run)) not in (None, UNFINISHED)]
 
     @property
     def results_csv(self) -> Path:

@@ -1,7 +1,8 @@
 """Store helpers: atomic file writes, file digests, and the lock that gives one process an output folder.
 
-The lock (:func:`output_lock`) is ``fcntl.flock`` on ``<output>/.lock``: the kernel releases it when
-the holding process ends, however it ends (also SIGKILL), so a crash never leaves a stale lock.
+The lock (:func:`output_lock`) is ``fcntl.flock`` on the output folder itself (``<output>/.lock`` only
+records the holder's pid): the kernel releases it when the holding process ends, however it ends
+(also SIGKILL), so a crash never leaves a stale lock, and deleting a file does not break it.
 Every command that writes into a study output folder takes it once, before writing anything.
 """
 
@@ -62,27 +63,39 @@ def file_digest(data: bytes) -> str:
 def output_lock(output: Path) -> Iterator[None]:
     """Hold the lock of the output folder ``output`` (created if missing) for the ``with`` block.
 
-    Called once by each command that writes into a study output folder, before it writes. A second
-    process asking for a held lock is refused at once: UsageError naming the holder's pid (which
-    the holder writes into the lock file). Not reentrant: a process takes it once per folder.
-    (Hand-written rather than the ``filelock`` package, which is not a dependency and does not
-    say who holds a lock; this is a dozen lines of ``fcntl``.)
+    Called once by each command that writes into a study output folder, before it writes. The lock is
+    ``flock`` on the folder itself (a descriptor of the directory held open), so deleting a file in
+    it (``.lock``, which only tells a waiting process the holder's pid) does not let a second process
+    in. A second process asking for a held lock is refused at once: UsageError naming the holder's pid.
+    Not reentrant: a process takes it once per folder. When the block fails in a folder this call
+    created and nothing else was written there, the folder is removed again (nothing half-written).
+    (Hand-written rather than the ``filelock`` package, which is not a dependency, locks a file that
+    can be deleted, and does not say who holds a lock; this is a dozen lines of ``fcntl``.)
     """
     from metaopt.errors import UsageError
 
     output = Path(output)
+    created = not output.exists()
     output.mkdir(parents=True, exist_ok=True)
-    fd = os.open(output / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(output, os.O_RDONLY | os.O_DIRECTORY)
+    pid_file = output / LOCK_NAME
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            try:
+                holder = pid_file.read_text().strip() or "unknown"
+            except OSError:
+                holder = "unknown"
             raise UsageError(f"{output} is in use by another metaopt process (pid {holder}); "
                              "wait for it or use another output folder") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        pid_file.write_text(f"{os.getpid()}\n")
         yield
+    except BaseException:
+        if created and {p.name for p in output.iterdir()} <= {LOCK_NAME}:
+            pid_file.unlink(missing_ok=True)
+            output.rmdir()
+        raise
     finally:
         os.close(fd)  # closing the descriptor releases the lock
 
@@ -130,6 +143,13 @@ def check_writable(path: str | Path, field: str, folder: bool) -> None:
     from metaopt.errors import UsageError
 
     path = Path(path)
+    try:
+        os.stat(path)  # raises for a symlink loop, a too-long name, ...; FileNotFoundError for a new path
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise UsageError(f"{field}: {path} is a symbolic link to a missing {os.readlink(path)}") from None
+    except OSError as err:
+        raise UsageError(f"{field}: {describe_os_error(err, path)}") from None
     if folder and path.exists() and not path.is_dir():
         raise UsageError(f"{field}: {path} is an existing file; give a folder")
     if not folder and path.is_dir():
@@ -141,3 +161,16 @@ def check_writable(path: str | Path, field: str, folder: bool) -> None:
         raise UsageError(f"{field}: cannot create {path}: {ancestor} is a file, not a folder")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise UsageError(f"{field}: cannot create {path}: no permission to write in {ancestor}")
+    if Path(os.path.realpath(ancestor)).parts[:2] in (("/", "proc"), ("/", "sys")):
+        raise UsageError(f"{field}: {path} is in a kernel file system ({ancestor}); give a folder on a disk")
+
+
+def describe_os_error(err: OSError, path: str | Path | None = None) -> str:
+    """One line for a file-system error: the path (``err.filename`` unless ``path`` is given) and what is
+    wrong (``strerror``), e.g. ``results/x/eval: Permission denied``; read by the CLI's last resort."""
+    name = path if path is not None else err.filename
+    what = err.strerror or type(err).__name__
+    if name is None:
+        return f"{what} (a file-system error: a full disk or a folder that cannot be written?)"
+    other = f" -> {err.filename2}" if getattr(err, "filename2", None) else ""
+    return f"{name}{other}: {what}"

@@ -365,9 +365,12 @@ def run_stages(study: Study, stages: list[str], yahpo_data: str | None = None, q
     ``meta`` section, evaluate without an ``evaluation`` section, ablate without ``ablation`` entries, importance with ``importance: false``. The output folder is locked for the
     whole run: a second process on it is refused at once (:func:`metaopt.store_utils.output_lock`).
     """
+    from metaopt.executor import check_executor
+
     ctx = StudyContext(study, yahpo_data)  # validates everything before anything is written
+    check_executor(workers or study.spec.workers, scheduler,
+                   "--workers" if workers else f"{study.path}: field 'workers'")
     with output_lock(study.output):  # one process per output folder; released when this one ends
-        _claim_output(study)
         _run_stages_locked(ctx, stages, quiet, workers, scheduler)
 
 
@@ -379,6 +382,7 @@ def _run_stages_locked(ctx: StudyContext, stages: list[str], quiet: bool, worker
     study = ctx.study
     timings = {}
     with make_executor(workers or study.spec.workers, scheduler) as executor:
+        _claim_output(study)  # once the executor runs: a scheduler that cannot be reached leaves no study.yaml
         for stage in stages:
             started = time.perf_counter()
             if stage in ("optimize", "importance") and study.spec.meta is None:

@@ -19,12 +19,23 @@ from metaopt.store_utils import read_text_file
 
 
 def _seed_list(value: int | list[int]) -> list[int]:
-    """The seeds of a ``seeds`` field: a count N means 1..N; a list must hold distinct integers >= 0
-    (what ``numpy.random.default_rng`` accepts)."""
+    """The seeds of a ``seeds`` field: a count N (1 <= N <= :data:`MAX_SEEDS`) means 1..N; a list must hold
+    at most MAX_SEEDS distinct integers in [0, :data:`SEED_LIMIT`) (what numpy and SMAC accept)."""
+    allowed = (f"must be a count 1..{MAX_SEEDS} or a list of at most {MAX_SEEDS} distinct integers "
+               f"0 <= seed < 2**31")
+    if isinstance(value, int) and not 1 <= value <= MAX_SEEDS:
+        raise ValueError(allowed)
     seeds = list(range(1, value + 1)) if isinstance(value, int) else value
-    if not seeds or len(set(seeds)) != len(seeds) or (isinstance(value, int) and value < 1) or min(seeds) < 0:
-        raise ValueError("must be a positive count or a list of distinct integers >= 0")
+    if (not seeds or len(seeds) > MAX_SEEDS or len(set(seeds)) != len(seeds) or min(seeds) < 0
+            or max(seeds) >= SEED_LIMIT):
+        raise ValueError(allowed)
     return seeds
+
+
+SEED_LIMIT = 2**31
+"""Seeds are integers 0 <= seed < 2**31: numpy takes any, SMAC's seeds must fit a C int."""
+MAX_SEEDS = 10_000
+"""The most seeds a ``seeds`` field may give (each is a run per instance and optimizer)."""
 
 
 class InstanceSelection(BaseModel):
@@ -180,6 +191,14 @@ class StudySpec(BaseModel):
     def _budget_text(cls, value: object) -> object:
         return str(value) if isinstance(value, (int, float)) else value
 
+    @field_validator("name")
+    @classmethod
+    def _one_path_component(cls, value: str) -> str:
+        if value in (".", ".."):
+            raise ValueError("must be a folder name (letters, digits, '_', '-', '.'), not '.' or '..': "
+                             "the default output folder is results/<name>")
+        return value
+
     @model_validator(mode="after")
     def _something_to_do(self) -> "StudySpec":
         if self.meta is None and self.evaluation is None:
@@ -209,11 +228,31 @@ def _format_error(err: ValidationError, path: Path) -> str:
     return f"{path}: field '{field}': {message}{more}"
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader refusing a mapping that repeats a key (PyYAML keeps the last one silently;
+    YAML 1.2 says keys are unique)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (line {key_node.start_mark.line + 1})", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that refuses duplicate keys (yaml.YAMLError); the reader of study files."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
+
+
 def load_study(path: Path) -> Study:
     """Read and validate a study file; every problem is reported with its field name."""
     source = read_text_file(path, "study file", "a study file (YAML)")
     try:
-        data = yaml.safe_load(source)
+        data = load_yaml(source)
     except yaml.YAMLError as err:
         raise UsageError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
     if not isinstance(data, dict):

@@ -273,3 +273,11 @@ def test_damaged_yahpo_data_is_one_line(capsys, yahpo_data, tmp_path, damage, fr
                            "--yahpo-data", str(tmp_path / "data"), "--out", str(tmp_path / "o"))
     assert_one_line_error(code, err, fragment, "lcbench")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("factory, fragment", [("sys:exit", "the factory exited"), ("os:getcwd", "not a metaopt.benchmarks.Benchmark")])
+def test_a_python_factory_must_return_a_benchmark(capsys, tmp_path, factory, fragment):
+    code, _, err = run_cli(capsys, "run", "--optimizer", "rs", "--benchmark", f"python:{factory}", "--instance", "0",
+                           "--out", str(tmp_path / "o"))
+    assert_one_line_error(code, err, f"python:{factory}", fragment)
+    assert not (tmp_path / "o").exists()

@@ -270,3 +270,21 @@ def test_atomic_writes_give_files_the_mode_open_would(tmp_path):
     assert plain != 0o600  # else the test could not tell the two apart
     for name in ("a.txt", "b.bin"):
         assert (tmp_path / name).stat().st_mode & 0o777 == plain
+
+
+def test_ctrl_c_with_two_workers_is_one_line(tmp_path):
+    """SIGINT to the whole process group (what Ctrl-C in a terminal sends) while two Dask workers run:
+    the workers ignore it, the command closes the cluster and prints one line, no traceback."""
+    out = tmp_path / "out"
+    study = tmp_path / "study.yaml"
+    study.write_text(f"name: ctrlc\nbenchmark: synthetic:mlp\nbudget: 30d\nevaluation:\n  seeds: 40\n"
+                     f"  optimizers: [rs, hb]\nimportance: false\noutput: {out}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "metaopt", "study", "run", str(study), "--workers", "2", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while not list(out.glob("eval/runs/*/*/seed-*/summary.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and err.strip() == "metaopt: interrupted", err

@@ -34,5 +34,5 @@ def test_dask_executor_runs_tasks_submitted_during_iteration():
 
 
 def test_zero_workers_is_a_usage_error():
-    with pytest.raises(UsageError, match="workers must be at least 1"):
+    with pytest.raises(UsageError, match="0 workers; allowed: 1 to"):
         make_executor(0)

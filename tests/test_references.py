@@ -60,3 +60,106 @@ def test_codec_sampling_is_seeded():
     a = codec.sample_uniform(10, np.random.default_rng(5))
     b = codec.sample_uniform(10, np.random.default_rng(5))
     assert np.array_equal(np.nan_to_num(a, nan=-1), np.nan_to_num(b, nan=-1))
+
+
+USER_BENCHMARK = '''
+from metaopt.benchmarks.base import Evaluation
+from metaopt.benchmarks.synthetic import SyntheticBenchmark
+
+POWER = {shift}
+
+
+class Shifted(SyntheticBenchmark):
+    def evaluate(self, instance, configs, fidelities):
+        ev = super().evaluate(instance, configs, fidelities)
+        return Evaluation(abs(ev.loss) ** POWER, ev.cost, ev.targets)
+
+    def best_known(self, instance):
+        return None
+
+
+def make():
+    return Shifted("rosenbrock")
+'''
+
+
+def _user_run(tmp_path, shift, cache):
+    """`metaopt run` of a python: benchmark whose module raises the loss to the power ``shift``; the run's normalized regret."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "mybench.py").write_text(USER_BENCHMARK.format(shift=shift))
+    out = tmp_path / f"run-{shift}-{cache.name}"
+    done = subprocess.run([sys.executable, "-m", "metaopt", "run", "--benchmark", "python:mybench:make",
+                           "--instance", "0", "--optimizer", "rs", "--budget", "2d", "--quiet", "--out", str(out)],
+                          cwd=tmp_path, env={**os.environ, "METAOPT_CACHE_DIR": str(cache)},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads((out / "summary.json").read_text())["normalized_regret"]
+
+
+def test_an_edited_user_benchmark_gets_new_references(tmp_path):
+    """The references of a python: benchmark depend on the code defining it: after an edit of its module,
+    a run normalizes against references of the edited benchmark (those a fresh cache computes), not the
+    cached ones of the old code."""
+    shared = tmp_path / "cache"
+    before = _user_run(tmp_path, 1.0, shared)
+    after = _user_run(tmp_path, 0.5, shared)
+    fresh = _user_run(tmp_path, 0.5, tmp_path / "fresh-cache")
+    assert after == fresh and after != before
+
+
+def test_the_cache_key_covers_space_fidelity_and_instance():
+    from dataclasses import replace
+
+    from metaopt.references import cache_key
+
+    inst = BENCH.test_instances[0]
+    key = cache_key(BENCH, inst)
+    assert key["fingerprint"] == BENCH.fingerprint() and key["instance"] == inst
+    assert "x0" in key["space"] or len(key["space"]) > 20
+    assert cache_key(BENCH, BENCH.test_instances[1]) != key
+    assert _cache_path(BENCH, inst) != _cache_path(BENCH, BENCH.test_instances[1])
+
+
+def test_yahpo_fingerprint_covers_the_data_files(yahpo_data, tmp_path):
+    import shutil
+
+    from metaopt.benchmarks.yahpo import YahpoBenchmark
+
+    shutil.copytree(yahpo_data / "lcbench", tmp_path / "lcbench")
+    same = YahpoBenchmark("lcbench", tmp_path).fingerprint()
+    assert same == get_benchmark("yahpo:lcbench", yahpo_data).fingerprint()
+    encoding = tmp_path / "lcbench" / "encoding.json"
+    encoding.chmod(0o644)
+    encoding.write_text(encoding.read_text() + " ")
+    assert YahpoBenchmark("lcbench", tmp_path).fingerprint() != same
+
+
+@pytest.mark.parametrize("damage", [
+    lambda ref: {**ref, "y_min": ref["y_max"], "y_max": ref["y_min"]},  # swapped
+    lambda ref: {**ref, "y_max": float("nan")},
+    lambda ref: {**ref, "y_min": float("-inf")},
+    lambda ref: {**ref, "y_min": ref["y_max"]},  # no span
+], ids=["swapped", "nan", "-inf", "equal"])
+def test_a_damaged_cached_reference_is_recomputed_with_a_warning(capsys, damage):
+    inst = BENCH.test_instances[2]
+    ref = get_reference(BENCH, inst)
+    path = _cache_path(BENCH, inst)
+    path.write_text(json.dumps(damage(json.loads(path.read_text()))))
+    capsys.readouterr()
+    assert get_reference(BENCH, inst) == ref
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("metaopt: warning: ") and str(path) in err[0]
+    assert get_reference(BENCH, inst) == ref and not capsys.readouterr().err  # the file was replaced
+
+
+def test_a_reference_without_a_span_is_refused_in_one_line():
+    from metaopt.errors import UsageError
+    from metaopt.references import check_reference
+
+    with pytest.raises(UsageError, match="y_min < y_max"):
+        check_reference(Reference(1.0, 1.0), "x instance 0")
+    with pytest.raises(UsageError, match="not finite"):
+        check_reference(Reference(float("nan"), 1.0), "x instance 0")

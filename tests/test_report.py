@@ -195,3 +195,53 @@ def test_cost_accuracy_figure_renders():
                            "regret": [0.3, 0.1], "regret_se": [0.05, 0.02]})
     figure = figures.cost_accuracy(points, figures.optimizer_palette(["a", "b"]), "two optimizers")
     assert figure.png.startswith(b"\x89PNG") and figure.caption == "two optimizers"
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (lambda folder: (folder / "summary.json").write_text("garbage{"), "summary.json is not valid JSON"),
+    (lambda folder: (folder / "trace.csv").write_text(""), "trace.csv does not match"),
+    (lambda folder: (folder / "trace.csv").write_bytes((folder / "trace.csv").read_bytes()[:200]),
+     "trace.csv does not match"),
+], ids=["garbage summary", "empty trace", "truncated trace"])
+def test_a_damaged_run_is_named_and_left_out_of_report_and_answer(output, capsys, damage, problem):
+    """The report reads the runs through the store's one validation: a damaged run is left out of every
+    table and named in the report, the answer and a warning line (it was silently dropped)."""
+    damage(output / "eval" / "runs" / "hb" / "0" / "seed-2")  # hb's run on the first test instance
+    html, md = build(output)
+    err = capsys.readouterr().err
+    named = "hb on 0 seed 2"
+    assert "11 finished runs" in md and "1 damaged run(s) left out" in md and named in md and problem in md
+    answer = (output / "answer.md").read_text()
+    assert answer.startswith("1 damaged run(s) left out") and named in answer
+    warnings = [line for line in err.splitlines() if line.startswith("metaopt: warning:")]
+    assert len(warnings) == 1 and named in warnings[0]
+
+
+def test_a_garbage_meta_archive_is_one_line(output, capsys):
+    write_fake_analyses(output)
+    (output / "meta" / "archive.csv").write_bytes(b'meta_seed,trial\n1,2,3,"4\n\x00\xff')
+    assert main(["report", str(output)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("metaopt: error:") and "\n" not in err and "archive.csv is damaged" in err
+
+
+def test_deleted_meta_archive_rows_are_said(output, capsys):
+    write_fake_analyses(output)
+    archive = output / "meta" / "archive.csv"
+    lines = archive.read_text().splitlines(keepends=True)
+    archive.write_text("".join(lines[:4]))  # 3 of the trials left
+    html, md = build(output)
+    err = capsys.readouterr().err
+    assert "holds 3 trials, but gamma_star.json counted" in md
+    assert "holds 3 trials, but gamma_star.json counted" in err
+
+
+def test_report_never_imports_a_python_benchmark(output, tmp_path, monkeypatch):
+    """A study file may run code (python:module:factory), but reading its results never does."""
+    (tmp_path / "evil.py").write_text("import pathlib\npathlib.Path('imported').write_text('yes')\n"
+                                      "def make():\n    raise SystemExit(0)\n")
+    monkeypatch.chdir(tmp_path)
+    study = (output / "study.yaml").read_text().replace("benchmark: synthetic:mlp", "benchmark: python:evil:make")
+    (output / "study.yaml").write_text(study)
+    build(output)
+    assert not (tmp_path / "imported").exists()

@@ -90,3 +90,27 @@ def test_a_variant_error_names_the_field_and_the_variant(fidelity):
     variant = OptimizerVariant(name="v", preset="hb", set={"colour": 1})
     with pytest.raises(UsageError, match=r"^field 'evaluation.optimizers\[1\]' \(v\): "):
         resolve_optimizer(variant, fidelity, "field 'evaluation.optimizers[1]'")
+
+
+def test_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path):
+    """The lock is on the output folder itself: removing ``.lock`` (which only names the holder) does not
+    release it, and a second taker is still refused."""
+    from metaopt.errors import UsageError
+    from metaopt.store_utils import output_lock
+
+    with output_lock(tmp_path / "out"):
+        (tmp_path / "out" / ".lock").unlink()
+        with pytest.raises(UsageError, match="in use by another metaopt process"):
+            with output_lock(tmp_path / "out"):
+                pass
+    with output_lock(tmp_path / "out"):  # released with the block
+        pass
+
+
+def test_a_failed_command_leaves_no_folder_it_created(tmp_path):
+    from metaopt.store_utils import output_lock
+
+    with pytest.raises(RuntimeError):
+        with output_lock(tmp_path / "new"):
+            raise RuntimeError("the scheduler cannot be reached")
+    assert not (tmp_path / "new").exists()

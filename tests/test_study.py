@@ -140,16 +140,29 @@ BAD_STUDIES = [
      lambda t: t + "report_with: [{study: {dir}/same_seeds.yaml, optimizers: [rs]}]\n", "report_with[0]"),
     ("report_with an optimizer it lacks",
      lambda t: t + "report_with: [{study: {dir}/same_seeds.yaml, optimizers: [bohb]}]\n", "report_with[0]"),
+    ("seeds 2**63", lambda t: _meta(t).replace("seeds: 2", "seeds: [9223372036854775808]"), "evaluation.seeds"),
+    ("meta seeds 2**31", lambda t: _meta(t).replace("seeds: [1]", "seeds: [2147483648]"), "meta.seeds"),
+    ("a billion seeds", lambda t: t.replace("seeds: 2", "seeds: 1000000000"), "evaluation.seeds"),
+    ("budget below one evaluation", lambda t: t.replace("budget: 5d", "budget: 0.0000000001d"), "budget"),
+    ("budget 1e400d", lambda t: t.replace("budget: 5d", "budget: 1" + "0" * 400 + "d"), "budget"),
+    ("workers 1000", lambda t: t + "workers: 1000\n", "workers"),
+    ("name ..", lambda t: t.replace("name: tiny", "name: '..'").split("output:")[0], "name"),
+    ("name .", lambda t: t.replace("name: tiny", "name: ."), "name"),
+    ("duplicate key", lambda t: t.replace("budget: 5d", "budget: 5d\nbudget: 6d"), "duplicate key 'budget'"),
+    ("output is a dangling symlink", lambda t: t.split("output:")[0] + "output: {dir}/dangling\n", "output"),
+    ("output in /proc", lambda t: t.split("output:")[0] + "output: /proc/x\n", "output"),
     ("output is an existing file", lambda t: t.split("output:")[0] + "output: {dir}/afile\n", "output"),
     ("output under an existing file", lambda t: t.split("output:")[0] + "output: {dir}/afile/out\n", "output"),
 ]
 
 
 @pytest.mark.parametrize("make, field", [case[1:] for case in BAD_STUDIES], ids=[case[0] for case in BAD_STUDIES])
-def test_bad_studies_fail_before_anything_is_written(tmp_path, capsys, make, field):
+def test_bad_studies_fail_before_anything_is_written(tmp_path, capsys, monkeypatch, make, field):
     (tmp_path / "broken.json").write_text('{"config": {')
     (tmp_path / "bad_mu.json").write_text('{"config": {"mu": 0}}')
     (tmp_path / "afile").write_text("")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    monkeypatch.chdir(tmp_path)  # a study without output writes results/<name> here
     (tmp_path / "other_seeds.yaml").write_text(STUDY.format(out=tmp_path / "other").replace("seeds: 2", "seeds: 3"))
     (tmp_path / "same_seeds.yaml").write_text(STUDY.format(out=tmp_path / "same"))
     out = tmp_path / "out"
@@ -160,6 +173,7 @@ def test_bad_studies_fail_before_anything_is_written(tmp_path, capsys, make, fie
     assert code == 2 and len(lines) == 1 and lines[0].startswith("metaopt: error: "), err
     assert field in lines[0] and "Traceback" not in err
     assert not out.exists() or not any(out.iterdir())  # no study.yaml, nothing else
+    assert not (tmp_path / "results").exists() and not (tmp_path / "eval").exists()
 
 
 def test_a_companion_study_joins_the_report_tables(tmp_path):
@@ -433,3 +447,48 @@ def test_evaluation_runs_peers_and_reports_missing_ones_as_skipped(tmp_path, cap
     assert set(results["optimizer"]) == {"rs", "smac_hb"}
     summary = (tmp_path / "out" / "eval" / "runs" / "smac_hb").glob("*/seed-1/summary.json")
     assert "smac" in next(summary).read_text()
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--scheduler", "garbage"], "--scheduler"),
+    (["--scheduler", "tls://127.0.0.1:8786"], "--scheduler"),
+    (["--scheduler", "ucx://127.0.0.1:8786"], "--scheduler"),
+    (["--workers", "1000"], "--workers"),
+], ids=["scheduler garbage", "scheduler tls", "scheduler ucx", "workers 1000"])
+def test_bad_executor_options_are_refused_before_the_lock(tmp_path, capsys, argv, field):
+    out = tmp_path / "out"
+    path = write_study(tmp_path, STUDY.format(out=out))
+    code = main(["study", "run", str(path), "--quiet", *argv])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("metaopt: error: ") and field in lines[0], err
+    assert not out.exists()  # no .lock, no study.yaml
+
+
+def test_an_unreachable_scheduler_leaves_nothing_behind(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as sock:  # a free port: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = tmp_path / "out"
+    path = write_study(tmp_path, STUDY.format(out=out))
+
+    code = main(["study", "run", str(path), "--quiet", "--scheduler", f"tcp://127.0.0.1:{port}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--scheduler" in err
+    assert not out.exists()  # neither .lock nor study.yaml
+
+
+def test_a_file_system_error_during_a_stage_is_one_line_naming_the_path(tmp_path, capsys):
+    """E.g. a folder of the store that cannot be created (here: a file in its place; a read-only folder
+    or a full disk end the same way): one line naming the path, no traceback."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "eval").write_text("not a folder")
+    path = write_study(tmp_path, STUDY.format(out=out))
+    code = main(["study", "run", str(path), "--quiet"])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("metaopt: error: ") and "eval" in lines[0], err
+    assert "Traceback" not in err

@@ -162,7 +162,11 @@ def _checked(benchmark: object, spec: str) -> Benchmark:
 
 def _python(scenario: str, data_dir: Path | None) -> Benchmark | None:
     """``python:package.module:factory``: import the module (the current directory is searched too,
-    as ``python -m`` would) and call ``factory()``."""
+    as ``python -m`` would) and call ``factory()``, which must return a Benchmark (UsageError otherwise).
+
+    This runs the module's code, with the user's rights: a study file naming one is trusted code, like
+    a Makefile (README.md, studies/README.md). Readers of stored results (``metaopt report``) never
+    load the benchmark."""
     spec = f"python:{scenario}"
     module_name, _, attribute = scenario.partition(":")
     if not module_name or not attribute:
@@ -176,7 +180,12 @@ def _python(scenario: str, data_dir: Path | None) -> Benchmark | None:
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise UsageError(f"benchmark {spec!r}: module {module_name!r} has no callable {attribute!r}")
-    return _checked(factory(), spec)
+    try:
+        benchmark = factory()
+    except SystemExit as err:  # e.g. python:sys:exit; a study file runs code like a Makefile (README)
+        raise UsageError(f"benchmark {spec!r}: the factory exited (status {err.code!r}) instead of returning a "
+                         "metaopt.benchmarks.Benchmark") from None
+    return _checked(benchmark, spec)
 
 
 def _pooled(scenario: str, data_dir: Path | None) -> Benchmark | None:

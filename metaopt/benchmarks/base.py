@@ -7,9 +7,13 @@ cost come out. Everything an optimizer needs to know about a problem is on these
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import marshal
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
@@ -17,6 +21,18 @@ from ConfigSpace import Categorical, ConfigurationSpace, Float, Integer
 from ConfigSpace.hyperparameters import Hyperparameter
 
 from metaopt.errors import UsageError
+
+
+def code_digest(obj: Any) -> str:
+    """The SHA-256 (first 16 hex digits) of the source file that defines ``obj`` (a class or a function),
+    for :meth:`Benchmark.fingerprint`: an edit of that file gives another digest. A function without a
+    source file (defined in an interactive session) is digested by its compiled code instead."""
+    try:
+        data = Path(inspect.getsourcefile(obj) or "").read_bytes()
+    except (TypeError, OSError):
+        code = getattr(obj, "__code__", None)
+        data = marshal.dumps(code) if code is not None else repr(getattr(obj, "__qualname__", obj)).encode()
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -213,8 +229,18 @@ class Benchmark(ABC):
         return None
 
     def fingerprint(self) -> str:
-        """Identifies the benchmark's data and version in cache keys (regret references)."""
-        return self.name
+        """What the benchmark's losses depend on beyond its name, space and fidelity: part of the key of
+        the cached regret references and typical costs (:mod:`metaopt.references`), so that a change
+        gives new ones instead of stale numbers.
+
+        The default is the name, and for a benchmark defined outside metaopt (``python:module:factory``,
+        an entry point) also :func:`code_digest` of the module defining its class: editing that file
+        gives new references. Benchmarks whose data or version can change override it (YAHPO: the
+        digest of the scenario's files; live: version and scikit-learn); one whose objective lives in
+        another file or reads a data file should override it too.
+        """
+        cls = type(self)
+        return self.name if cls.__module__.split(".")[0] == "metaopt" else f"{self.name}+code:{code_digest(cls)}"
 
     def describe(self) -> dict[str, Any]:
         """A one-row summary used by ``metaopt benchmark list``."""

@@ -10,6 +10,7 @@ yahpo's settings file in the user's home.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import warnings
 from pathlib import Path
@@ -23,6 +24,7 @@ from yahpo_gym import BenchmarkSet, list_scenarios, local_config
 
 from metaopt.benchmarks.base import Benchmark, Evaluation, Fidelity, split_instances
 from metaopt.errors import DataError, UsageError
+from metaopt.store_utils import file_digest
 
 REQUIRED_FILES = ("config_space.json", "encoding.json", "model.onnx")
 """Files a scenario folder needs to be usable."""
@@ -199,6 +201,7 @@ class YahpoBenchmark(Benchmark):
                              f"known scenario families: {', '.join(LOSSES)}")
         self.scenario = scenario
         self.data_dir = data_dir
+        self._fingerprint: str | None = None
         self._yahpo = _open_benchmark_set(scenario, data_dir)
         config = self._yahpo.config
         space = self._yahpo.config_space
@@ -242,6 +245,16 @@ class YahpoBenchmark(Benchmark):
         train, test = split_instances(self.instances, n_train=n_train, seed=0)
         rule = f"train = split_instances(n_train=max(1, round(0.25 * n)) = {n_train}, seed=0); test = the rest"
         return train, test, rule
+
+    def fingerprint(self) -> str:
+        """The name and the SHA-256 (first 16 hex digits) of the scenario's data files (REQUIRED_FILES):
+        another version of the data gives other regret references (read once per process)."""
+        if self._fingerprint is None:
+            digest = hashlib.sha256()
+            for name in REQUIRED_FILES:
+                digest.update(file_digest((self.data_dir / self.scenario / name).read_bytes()).encode())
+            self._fingerprint = f"{self.name}+data:{digest.hexdigest()[:16]}"
+        return self._fingerprint
 
     def __reduce__(self) -> tuple:
         """Pickle by (scenario, data_dir): worker processes rebuild their own ONNX session."""
