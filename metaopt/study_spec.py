@@ -83,6 +83,25 @@ class MetaSpec(_InstancesAndSeeds):
     select_min_instance_fraction: float = Field(default=1.0, gt=0, le=1)
     """Which configurations may be candidates: those run on at least this fraction of the training
     instances, ranked by their paired difference to the best run on all (1: only those run on all)."""
+    optimizer: Literal["smac", "random"] = "smac"
+    """The search: SMAC's algorithm-configuration facade, or random search over the same space (each
+    configuration on every training instance)."""
+    baselines: list[Literal["random", "seeds"]] = Field(default_factory=list)
+    """Meta-level baselines run after the search for the report's picture of it: ``random`` (the same
+    trials spent by random search) and ``seeds`` (every known design on every training instance)."""
+    noise_seeds: int = Field(default=0, ge=0, le=100)
+    """γ* and the best known design re-run on this many seeds of every training instance (0: not):
+    the meta-objective's noise, drawn as a band by the report (5 or more to see it)."""
+    archive: str | None = None
+    """A compact meta-archive (``metaopt study export-meta``): its runs count as stored, so that a
+    search continues from a committed archive on another machine."""
+
+    @field_validator("baselines")
+    @classmethod
+    def _distinct_baselines(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("must name each baseline (random, seeds) at most once")
+        return value
 
     @field_validator("batch_size", mode="before")
     @classmethod
