@@ -69,7 +69,8 @@ from tqdm import tqdm
 
 from metaopt.errors import UsageError
 from metaopt.executor import Executor
-from metaopt.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, meta_archive, selection_pool
+from metaopt.meta_archive import (CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, load_cache, meta_archive,
+                                  selection_pool)
 from metaopt.meta_search import (Batch, Key, ListSearch, MetaSetup, RandomSearch, Search, SliceEnded,
                                  SmacSearch, complete_gamma, meta_objective, record_key, run_side_by_side,
                                  run_trial, store_record)
@@ -125,40 +126,6 @@ def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | No
     return found
 
 
-def _valid_record(record: Any) -> bool:
-    """A run record that may serve as a cache entry: status ok, a numeric objective, a γ."""
-    try:
-        record_key(record)
-        return (record["status"] == "ok" and isinstance(record["objective"], (int, float))
-                and not isinstance(record["objective"], bool) and isinstance(record["gamma"], dict))
-    except (KeyError, TypeError, ValueError):
-        return False
-
-
-def load_cache(store: StudyStore, archive_file: Path | None = None) -> dict[Key, dict[str, Any]]:
-    """The finished (status ``ok``) runs in the store, by key, and those of the compact meta-archive
-    ``archive_file`` (``meta.archive``) the store lacks; called once per optimize stage.
-
-    Failed runs are not cache entries (they are retried), nor is a damaged or foreign file. A damaged
-    compact archive is refused with one line (it is a file someone committed, not a crash's leftover).
-    """
-    cache = {}
-    for path in sorted(store.meta_runs_dir.glob(RUN_RECORD_GLOB)):
-        try:
-            record = json.loads(path.read_text())
-        except ValueError:  # e.g. truncated by a full disk: recomputed
-            continue
-        if _valid_record(record) and path == store.meta_run_file(*record_key(record)):
-            cache[record_key(record)] = record
-    if archive_file is not None and not Path(archive_file).exists():
-        print(f"optimize: the meta-archive {archive_file} does not exist yet: nothing to continue from "
-              "(`metaopt study export-meta` writes it)")
-    elif archive_file is not None:
-        for record in read_meta_runs(archive_file):
-            cache.setdefault(record_key(record), record)
-    return cache
-
-
 ARCHIVE_SUMMARY_FIELDS = ("final_loss", "normalized_regret", "budget_used", "cost_used", "n_evals", "stop_reason",
                           "wall_time_s")
 """The inner summary's fields a compact meta-archive keeps: those of ``archive.csv``
@@ -184,32 +151,6 @@ def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = N
     # mtime 0: the same runs give the same bytes (the file is committed)
     atomic_write_bytes(out, gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
     return len(lines)
-
-
-def read_meta_runs(path: Path) -> list[dict[str, Any]]:
-    """The records of a compact meta-archive (:func:`export_meta_runs`); UsageError naming the file
-    and line if it is not one."""
-    try:
-        text = gzip.decompress(Path(path).read_bytes()).decode()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such meta-archive (write one with `metaopt study export-meta`)") from None
-    except (OSError, EOFError, UnicodeDecodeError) as err:
-        raise UsageError(f"{path}: not a gzipped meta-archive ({err})") from None
-    records = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            record = None
-        if not _valid_record(record):
-            raise UsageError(f"{path}: line {number} is not a finished run record (hash, gamma, instance, seed, "
-                             "status ok, objective)")
-        if gamma_hash(record["gamma"]) != record["hash"]:
-            raise UsageError(f"{path}: line {number}: the record's hash is not its gamma's")
-        records.append(record)
-    return records
 
 
 def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list[str],

@@ -35,17 +35,13 @@ from tqdm import tqdm
 
 from metaopt.budget import Budget
 from metaopt.executor import Executor
-from metaopt.meta_archive import CRASH_OBJECTIVE, gamma_hash
+from metaopt.meta_archive import CRASH_OBJECTIVE, Key, gamma_hash, record_key
 from metaopt.references import Reference
 from metaopt.run_io import jsonable
 from metaopt.smac_utils import bound_forest_leaves, reproducible_model_and_maximizer
 from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
-
-Key = tuple[str, str, int]
-"""A trial's identity in the store: (γ hash, instance, seed)."""
-
 
 def meta_objective(kind: str, trace: pd.DataFrame, budget: Budget, fractions: list[float]) -> float:
     """The meta-objective of one inner run from its trace.
@@ -108,11 +104,6 @@ def run_trial(setup: MetaSetup, gamma: dict[str, Any], instance: str, seed: int)
     else:
         record.update(status="failed", objective=CRASH_OBJECTIVE, traceback=outcome.error)
     return record
-
-
-def record_key(record: dict[str, Any]) -> Key:
-    """The store key of a run record."""
-    return record["hash"], str(record["instance"]), int(record["seed"])
 
 
 def store_record(store: StudyStore, record: dict[str, Any]) -> dict[str, Any]:
