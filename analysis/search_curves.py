@@ -7,7 +7,8 @@ records (for each run's wall time; those of a compact meta-archive too) and ``me
 
 The incumbent after trial t of one meta-seed's search is the configuration with the lowest mean
 objective (seeds averaged per instance, then instances) among those the search has run on every
-training instance by then: the γ* rule applied to the trials so far. A search's CPU time after
+training instance by then: the γ* rule applied to the trials so far (a multi-fidelity search's runs
+below the full inner budget cost CPU time but are not candidates). A search's CPU time after
 trial t is the sum of the wall times of its distinct runs so far (a run repeated within the search
 is counted once; a run taken from the store counts what it cost when it ran).
 """
@@ -45,7 +46,8 @@ def incumbent_trajectory(trials: pd.DataFrame, n_instances: int, wall: dict[tupl
         if key not in seen:
             seen.add(key)
             cpu += wall.get(key, 0.0)
-        sums.setdefault((trial.hash, str(trial.instance)), []).append(float(trial.objective))
+        if getattr(trial, "inner_budget", 1.0) == 1.0 or pd.isna(getattr(trial, "inner_budget", 1.0)):
+            sums.setdefault((trial.hash, str(trial.instance)), []).append(float(trial.objective))
         per_instance = [np.mean(v) for (h, _), v in sums.items() if h == trial.hash]
         if len(per_instance) == n_instances:
             means[trial.hash] = float(np.mean(per_instance))

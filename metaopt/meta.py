@@ -59,7 +59,6 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +70,14 @@ from metaopt.errors import UsageError
 from metaopt.executor import Executor
 from metaopt.meta_archive import (CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, load_cache, meta_archive,
                                   selection_pool)
-from metaopt.meta_search import (Batch, Key, ListSearch, MetaSetup, RandomSearch, Search, SliceEnded,
+from metaopt.meta_search import (Batch, Key, ListSearch, MetaSetup, MultiFidelitySmacSearch, RandomSearch, Search,
+                                 SliceEnded,
                                  SmacSearch, complete_gamma, meta_objective, record_key, run_side_by_side,
                                  run_trial, store_record)
 from metaopt.run_io import jsonable
-from metaopt.store import RUN_RECORD_GLOB, StudyStore
+from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_bytes, atomic_write_text
+from metaopt.study_spec import MetaFidelity
 
 __all__ = ["Batch", "MetaSetup", "SliceEnded", "complete_gamma", "export_meta_runs", "known_designs", "load_cache",
            "meta_objective", "optimize", "run_trial"]
@@ -159,7 +160,7 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
              batch_size: int, initial: dict[str, Any] | None = None, select_top: int = 0,
              select_seeds: int = 0, select_min_instance_fraction: float = 1.0, optimizer: str = "smac",
              baselines: tuple[str, ...] = (), noise_seeds: int = 0, archive_file: Path | None = None,
-             deadline: float | None = None) -> dict[str, Any]:
+             deadline: float | None = None, fidelity: MetaFidelity | None = None) -> dict[str, Any]:
     """The optimize stage of one design space: the search (``optimizer``: ``smac`` or ``random``) once
     per meta-seed in batches of ``batch_size`` trials; stores every trial, writes the archive and γ*
     and returns γ*; then the meta-level baselines and noise re-runs (module docstring).
@@ -170,7 +171,9 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     may not exceed the trials); random search ignores them. ``select_top`` > 0: γ* is chosen among
     that many best configurations after re-running them on ``select_seeds`` more seeds
     (:func:`select_gamma_star`; ``select_min_instance_fraction``: which configurations may be candidates).
-    ``archive_file``: a compact meta-archive whose runs count as stored. ``deadline`` (a
+    ``fidelity``: SMAC's multi-fidelity search over the inner budget (``meta.fidelity``); its trials
+    below the full budget go to ``meta/archive_lower_budgets.csv``, and γ* is chosen among those at
+    the full budget. ``archive_file``: a compact meta-archive whose runs count as stored. ``deadline`` (a
     ``time.monotonic()`` value): past it no new batch starts, and :class:`SliceEnded` is raised once
     the runs under way are stored (nothing else is written; the next call continues).
     Raises UsageError (and writes neither archive nor γ*) if every trial failed.
@@ -192,6 +195,10 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
         if optimizer == "random":
             searches.append(RandomSearch(store, meta_seed, setup, cache, space, instances, trials, batch_size,
                                          quiet, len(searches), store.trials_log(meta_seed)))
+        elif fidelity is not None:
+            searches.append(MultiFidelitySmacSearch(store, meta_seed, setup, cache, space, instances, trials,
+                                                    batch_size, quiet, list((initial or {}).values()), len(searches),
+                                                    fidelity.min_budget, fidelity.eta))
         else:
             searches.append(SmacSearch(store, meta_seed, setup, cache, space, instances, instance_features,
                                        trials, batch_size, quiet, list((initial or {}).values()),
@@ -203,7 +210,11 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     for search in searches:
         cache.update(search.fresh_ok)
         finished[search.meta_seed] = search.rows
-    rows = [row for meta_seed in meta_seeds for row in finished[meta_seed]]
+    every = [row for meta_seed in meta_seeds for row in finished[meta_seed]]
+    rows = [row for row in every if "inner_budget" not in row]  # the full-budget trials: γ* is chosen among them
+    if len(rows) < len(every):
+        atomic_write_text(store.lower_budget_archive_csv,
+                          meta_archive([row for row in every if "inner_budget" in row]).to_csv(index=False))
 
     if all(r["status"] == "failed" for r in rows):
         last = (rows[-1].get("traceback") or "").strip().splitlines() if rows else []
@@ -390,7 +401,8 @@ def _finished_trials(log_path: Path, trials: int, cache: dict) -> list[dict[str,
         keys = [record_key(row) for row in rows]
     except (ValueError, KeyError, TypeError):  # e.g. a line cut short by a kill or a full disk
         return None
-    if len(rows) != trials or any(key not in cache for key in keys):  # failed runs are not in the cache
+    # (a multi-fidelity search may end a few runs past its trials: its last SMAC trial runs on every instance)
+    if len(rows) < trials or any(key not in cache for key in keys):  # failed runs are not in the cache
         return None
     for row, key in zip(rows, keys):
         row["summary"] = cache[key].get("summary", {})

@@ -25,6 +25,12 @@ Key = tuple[str, str, int]
 """A trial's identity in the store: (γ hash, instance, seed)."""
 
 
+def run_name(gamma: dict[str, Any], fraction: float = 1.0) -> str:
+    """The name a run of γ at ``fraction`` of the inner budget is stored under: γ's hash at the full
+    budget, ``<hash>@<fraction>`` below it (a multi-fidelity search's cheap runs)."""
+    return gamma_hash(gamma) if fraction == 1.0 else f"{gamma_hash(gamma)}@{fraction:.6g}"
+
+
 def record_key(record: dict[str, Any]) -> Key:
     """The store key of a run record."""
     return record["hash"], str(record["instance"]), int(record["seed"])
@@ -172,7 +178,7 @@ def read_meta_runs(path: Path) -> list[dict[str, Any]]:
         if not _valid_record(record):
             raise UsageError(f"{path}: line {number} is not a finished run record (hash, gamma, instance, seed, "
                              "status ok, objective)")
-        if gamma_hash(record["gamma"]) != record["hash"]:
+        if run_name(record["gamma"], record.get("inner_budget", 1.0)) != record["hash"]:
             raise UsageError(f"{path}: line {number}: the record's hash is not its gamma's")
         records.append(record)
     return records

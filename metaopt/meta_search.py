@@ -35,13 +35,17 @@ from tqdm import tqdm
 
 from metaopt.budget import Budget
 from metaopt.executor import Executor
-from metaopt.meta_archive import CRASH_OBJECTIVE, Key, gamma_hash, record_key
+from metaopt.meta_archive import CRASH_OBJECTIVE, Key, record_key, run_name
 from metaopt.references import Reference
 from metaopt.run_io import jsonable
 from metaopt.smac_utils import bound_forest_leaves, reproducible_model_and_maximizer
 from metaopt.store import StudyStore
 from metaopt.store_utils import atomic_write_text
 from metaopt.tasks import RunSpec, execute
+
+Proposal = tuple[Any, dict[str, Any], str, int, float]
+"""A proposed trial: (the search's own info, γ, instance, seed, fraction of the inner budget)."""
+
 
 def meta_objective(kind: str, trace: pd.DataFrame, budget: Budget, fractions: list[float]) -> float:
     """The meta-objective of one inner run from its trace.
@@ -88,12 +92,19 @@ def complete_gamma(setup: MetaSetup, config: dict[str, Any]) -> dict[str, Any]:
     return get_restriction(setup.restriction).complete(config) if setup.restriction else validate(config)
 
 
-def run_trial(setup: MetaSetup, gamma: dict[str, Any], instance: str, seed: int) -> dict[str, Any]:
-    """One inner run (called on a worker): its store record, status ``ok`` with objective and summary,
-    or ``failed`` with ``CRASH_OBJECTIVE`` and the traceback."""
-    outcome = execute(RunSpec("gamma", setup.benchmark, instance, seed, setup.budget, setup.references[instance],
+def run_trial(setup: MetaSetup, gamma: dict[str, Any], instance: str, seed: int,
+              fraction: float = 1.0) -> dict[str, Any]:
+    """One inner run (called on a worker) at ``fraction`` of the study's inner budget: its store
+    record, status ``ok`` with objective and summary, or ``failed`` with ``CRASH_OBJECTIVE`` and the
+    traceback. A run below the full budget (a multi-fidelity search's cheap trial) is stored under
+    :func:`run_name` and records its ``inner_budget``; its objective is the meta-objective of that
+    shorter run (the same fractions of its own budget)."""
+    budget = setup.budget if fraction == 1.0 else setup.budget.scaled(fraction)
+    outcome = execute(RunSpec("gamma", setup.benchmark, instance, seed, budget, setup.references[instance],
                               config=gamma, yahpo_data=setup.yahpo_data))
-    record: dict[str, Any] = {"gamma": gamma, "hash": gamma_hash(gamma), "instance": instance, "seed": seed}
+    record: dict[str, Any] = {"gamma": gamma, "hash": run_name(gamma, fraction), "instance": instance, "seed": seed}
+    if fraction != 1.0:
+        record["inner_budget"] = fraction
     if outcome.ok:
         summary = {k: v for k, v in outcome.result.summary.items() if k not in ("config", "reference")}
         # the budget the run had (setup.budget resolved for its instance: per hyperparameter on a pooled benchmark)
@@ -115,10 +126,14 @@ def store_record(store: StudyStore, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def trial_row(meta_seed: int, trial: int, record: dict[str, Any], cached: bool) -> dict[str, Any]:
-    """One trial of a trials log and of the archive (the log leaves out ``summary``)."""
-    return {"meta_seed": meta_seed, "trial": trial, "hash": record["hash"], "instance": record["instance"],
-            "seed": record["seed"], "objective": record["objective"], "status": record["status"], "cached": cached,
-            "gamma": record["gamma"], "summary": record.get("summary", {}), "traceback": record.get("traceback")}
+    """One trial of a trials log and of the archive (the log leaves out ``summary``); a run below the
+    full inner budget keeps its ``inner_budget``."""
+    row = {"meta_seed": meta_seed, "trial": trial, "hash": record["hash"], "instance": record["instance"],
+           "seed": record["seed"], "objective": record["objective"], "status": record["status"], "cached": cached,
+           "gamma": record["gamma"], "summary": record.get("summary", {}), "traceback": record.get("traceback")}
+    if "inner_budget" in record:
+        row["inner_budget"] = record["inner_budget"]
+    return row
 
 
 def trial_seed(meta_seed: int) -> int:
@@ -129,10 +144,11 @@ def trial_seed(meta_seed: int) -> int:
 class Batch:
     """One batch of a search's trials: the runs it needs, then its results in proposal order."""
 
-    def __init__(self, keys: list[Key], gammas: list[dict[str, Any]], cache: Mapping[Key, dict[str, Any]]) -> None:
+    def __init__(self, keys: list[Key], runs: list[Any], cache: Mapping[Key, dict[str, Any]]) -> None:
         self.keys = keys
-        self.todo: dict[Key, dict[str, Any]] = {key: gamma for key, gamma in zip(keys, gammas) if key not in cache}
-        """The distinct keys not in ``cache``, in proposal order, with their γ: each runs once."""
+        self.todo: dict[Key, Any] = {key: run for key, run in zip(keys, runs) if key not in cache}
+        """The distinct keys not in ``cache``, in proposal order, with what runs them (γ, or γ and a
+        budget fraction): each runs once."""
         self._cache = cache
         self._fresh: dict[Key, dict[str, Any]] = {}
 
@@ -187,8 +203,10 @@ class Search:
         self._desc = desc
         self._bar = tqdm(total=trials, desc=desc, unit="trial", position=position, disable=True if quiet else None)
 
-    def _propose(self, n: int) -> list[tuple[Any, dict[str, Any], str, int]]:
-        """The next ``n`` trials as (info handed back to :meth:`_observe`, γ, instance, seed)."""
+    def _propose(self, n: int) -> list[Proposal]:
+        """The next ``n`` trials (a multi-fidelity search: its next ``n`` configurations, each on every
+        training instance) as (info handed back to :meth:`_observe`, γ, instance, seed, fraction of
+        the inner budget)."""
         raise NotImplementedError
 
     def _observe(self, info: Any, objective: float) -> None:
@@ -200,12 +218,13 @@ class Search:
         return len(self.rows) >= self.trials
 
     def ask_batch(self) -> list[tuple[Key, dict[str, Any]]]:
-        """Proposes the next batch; returns the distinct (key, γ) not yet stored, in proposal order,
-        each to be run once and handed to :meth:`deliver` (an empty list: :meth:`tell_batch` at once)."""
+        """Proposes the next batch; returns the distinct (key, (γ, budget fraction)) not yet stored, in
+        proposal order, each to be run once and handed to :meth:`deliver` (an empty list:
+        :meth:`tell_batch` at once)."""
         proposed = self._propose(min(self.batch_size, self.trials - len(self.rows)))
-        self._infos = [info for info, _, _, _ in proposed]
-        keys = [(gamma_hash(gamma), str(instance), int(seed)) for _, gamma, instance, seed in proposed]
-        self._batch = Batch(keys, [gamma for _, gamma, _, _ in proposed], self._cache)
+        self._infos = [p[0] for p in proposed]
+        keys = [(run_name(gamma, fraction), str(instance), int(seed)) for _, gamma, instance, seed, fraction in proposed]
+        self._batch = Batch(keys, [(gamma, fraction) for _, gamma, _, _, fraction in proposed], self._cache)
         self._bar.update(len(proposed) - len(self._batch.todo))
         return list(self._batch.todo.items())
 
@@ -239,7 +258,7 @@ class Search:
               f"{' and retried by the next run' if failed else ''}) in {time.perf_counter() - self._started:.1f} s")
 
 
-def _target_function(config: Any, instance: str, seed: int = 0) -> float:
+def _target_function(config: Any, instance: str | None = None, seed: int = 0, budget: float | None = None) -> float:
     """SMAC's facade wants a target function (it checks its signature); trials run through ask and
     tell here (:func:`run_side_by_side`), so SMAC never calls it."""
     raise RuntimeError("meta trials are run by metaopt.meta, not by SMAC's runner")
@@ -291,10 +310,10 @@ class SmacSearch(Search):
             overwrite=True, logging_level=40,
         )
 
-    def _propose(self, n: int) -> list[tuple[Any, dict[str, Any], str, int]]:
+    def _propose(self, n: int) -> list[Proposal]:
         with _smac_warnings_silenced():
             infos = [self._smac.ask() for _ in range(n)]
-        return [(info, complete_gamma(self.setup, dict(info.config)), str(info.instance), int(info.seed or 0))
+        return [(info, complete_gamma(self.setup, dict(info.config)), str(info.instance), int(info.seed or 0), 1.0)
                 for info in infos]
 
     def _observe(self, info: Any, objective: float) -> None:
@@ -302,6 +321,74 @@ class SmacSearch(Search):
 
         with _smac_warnings_silenced():
             self._smac.tell(info, TrialValue(cost=objective), save=False)
+
+
+class MultiFidelitySmacSearch(Search):
+    """SMAC's multi-fidelity facade (Hyperband, ``meta.fidelity``) for one meta-seed, over the inner
+    budget: a SMAC trial is a design γ at a fraction b of the study's inner budget, run on every
+    training instance (one inner run each, all with one seed); SMAC is told the mean objective over
+    the instances. Hyperband runs many designs at the smallest b (cheap: a model-based design's run
+    at 30·d/9 costs far less than a ninth of its 30·d run) and promotes the best 1/η of each rung to
+    the next budget, so that only promising designs are run at the full budget, where γ* is chosen.
+
+    A run at b < 1 is stored under its own name (:func:`run_name`): the meta-objective of that
+    shorter run (the study's fractions of *its* budget), a cheap estimate of the full run's. Counted
+    in trials like any inner run; its batches are ``batch_size`` SMAC trials (× the instances).
+    """
+
+    label = "inner runs (multi-fidelity)"
+
+    def __init__(self, store: StudyStore, meta_seed: int, setup: MetaSetup, cache: Mapping[Key, dict[str, Any]],
+                 space, instances: list[str], trials: int, batch_size: int, quiet: bool, initial: list,
+                 position: int, min_budget: float, eta: int) -> None:
+        from ConfigSpace import Configuration
+        from smac import MultiFidelityFacade, Scenario
+
+        super().__init__(store, meta_seed, setup, cache, trials, batch_size * len(instances), quiet, position,
+                         store.trials_log(meta_seed), f"meta-seed {meta_seed}: SMAC trials (multi-fidelity)")
+        space = copy.deepcopy(space)  # a search of its own: see SmacSearch
+        initial = [Configuration(space, values=dict(config)) for config in initial]
+        smac_trials = -(-trials // len(instances))
+        scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=smac_trials,
+                            min_budget=min_budget, max_budget=1.0, seed=meta_seed,
+                            output_directory=store.smac_dir, crash_cost=CRASH_OBJECTIVE)
+        model, maximizer = reproducible_model_and_maximizer(MultiFidelityFacade, scenario)
+        bound_forest_leaves(model)
+        design = MultiFidelityFacade.get_initial_design(scenario)
+        room = smac_trials - getattr(design, "_n_configs", 1) - 1
+        self._smac = MultiFidelityFacade(
+            scenario, _target_function, model=model, acquisition_maximizer=maximizer,
+            initial_design=MultiFidelityFacade.get_initial_design(
+                scenario, additional_configs=list(initial)[: max(room, 0)]),
+            intensifier=MultiFidelityFacade.get_intensifier(scenario, eta=eta),
+            overwrite=True, logging_level=40,
+        )
+        self._instances = instances
+        self._seed = trial_seed(meta_seed)
+        self._pending: dict[int, list[float]] = {}
+
+    def _propose(self, n: int) -> list[Proposal]:
+        count = max(1, n // len(self._instances))
+        with _smac_warnings_silenced():
+            infos = [self._smac.ask() for _ in range(count)]
+        out: list[Proposal] = []
+        for info in infos:
+            gamma = complete_gamma(self.setup, dict(info.config))
+            fraction = float(info.budget) if info.budget is not None else 1.0
+            fraction = 1.0 if fraction >= 1.0 - 1e-9 else fraction
+            out += [((info, k), gamma, instance, self._seed, fraction) for k, instance in enumerate(self._instances)]
+        return out
+
+    def _observe(self, info: Any, objective: float) -> None:
+        from smac.runhistory.dataclasses import TrialValue
+
+        trial, k = info
+        values = self._pending.setdefault(id(trial), [])
+        values.append(objective)
+        if len(values) == len(self._instances):
+            del self._pending[id(trial)]
+            with _smac_warnings_silenced():
+                self._smac.tell(trial, TrialValue(cost=float(np.mean(values))), save=False)
 
 
 class RandomSearch(Search):
@@ -324,13 +411,13 @@ class RandomSearch(Search):
         self._gamma: dict[str, Any] = {}
         self._proposed = 0
 
-    def _propose(self, n: int) -> list[tuple[Any, dict[str, Any], str, int]]:
-        out = []
+    def _propose(self, n: int) -> list[Proposal]:
+        out: list[Proposal] = []
         for _ in range(n):
             k, i = divmod(self._proposed, len(self._instances))
             if i == 0:
                 self._gamma = complete_gamma(self.setup, dict(self._space.sample_configuration()))
-            out.append((k, self._gamma, self._instances[i], self._seed))
+            out.append((k, self._gamma, self._instances[i], self._seed, 1.0))
             self._proposed += 1
         return out
 
@@ -350,9 +437,9 @@ class ListSearch(Search):
         self._seed = seed
         self._proposed = 0
 
-    def _propose(self, n: int) -> list[tuple[Any, dict[str, Any], str, int]]:
-        out = [(None, gamma, instance, self._seed) for gamma, instance in
-               self._plan[self._proposed:self._proposed + n]]
+    def _propose(self, n: int) -> list[Proposal]:
+        out: list[Proposal] = [(None, gamma, instance, self._seed, 1.0) for gamma, instance in
+                               self._plan[self._proposed:self._proposed + n]]
         self._proposed += n
         return out
 
@@ -395,8 +482,8 @@ def run_side_by_side(searches: list[Search], executor: Executor, deadline: float
                     stopped.append(search)
                     return
                 submitted.add(id(search))
-                for key, gamma in todo:
-                    owner[executor.submit(run_trial, (search.setup, gamma, key[1], key[2]))] = (search, key)
+                for key, (gamma, fraction) in todo:
+                    owner[executor.submit(run_trial, (search.setup, gamma, key[1], key[2], fraction))] = (search, key)
                 return
             search.tell_batch()  # the whole batch came from the store
         search.close()

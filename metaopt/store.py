@@ -125,6 +125,11 @@ class StudyStore:
         return self.meta_dir / "archive.csv"
 
     @property
+    def lower_budget_archive_csv(self) -> Path:
+        """``meta/archive_lower_budgets.csv``: a multi-fidelity search's trials below the full inner budget."""
+        return self.meta_dir / "archive_lower_budgets.csv"
+
+    @property
     def gamma_star_json(self) -> Path:
         return self.meta_dir / "gamma_star.json"
 

@@ -287,7 +287,9 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
         setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, ctx.budget, references, restriction, meta.objective,
                           tuple(meta.objective_budgets))
         space = get_restriction(restriction).space() if restriction else design_space()
-        search = "SMAC (algorithm configuration)" if meta.optimizer == "smac" else "random search"
+        search = ("random search" if meta.optimizer == "random" else "SMAC (algorithm configuration)"
+                  if meta.fidelity is None else f"SMAC (Hyperband over the inner budget, from "
+                                                f"{meta.fidelity.min_budget:g} of it, eta {meta.fidelity.eta})")
         print(f"optimize: {search} over {len(ctx.meta_instances)} training instances of "
               f"{ctx.bench.name}, {meta.trials} trials x {len(meta.seeds)} meta-seeds in batches of {meta.batch_size}, "
               f"design space "
@@ -305,7 +307,8 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
                         batch_size=meta.batch_size, initial=initial, select_top=meta.select_top,
                         select_seeds=meta.select_seeds, select_min_instance_fraction=meta.select_min_instance_fraction,
                         optimizer=meta.optimizer, baselines=tuple(meta.baselines), noise_seeds=meta.noise_seeds,
-                        archive_file=Path(meta.archive) if meta.archive else None, deadline=deadline)
+                        archive_file=Path(meta.archive) if meta.archive else None, deadline=deadline,
+                        fidelity=meta.fidelity)
         print(f"gamma* ({restriction or 'full space'}): mean objective {star['mean_objective']:.4f} on "
               f"{star['n_instances']} training instances ({star['n_configurations']} configurations, "
               f"{star['n_trials']} trials)")

@@ -534,5 +534,34 @@ def test_a_search_continues_from_its_exported_meta_archive(tmp_path, capsys):
 @pytest.mark.parametrize("value", ["abc", "-5m", "nanh"])
 def test_stop_after_must_be_a_duration(tmp_path, value, capsys):
     path = write(tmp_path, "d")
-    assert main(["optimize", str(path), "--stop-after", value]) == 2
+    assert main(["optimize", str(path), f"--stop-after={value}"]) == 2
     assert "expected a duration" in capsys.readouterr().err
+
+
+def test_multi_fidelity_search_over_the_inner_budget(tmp_path):
+    """meta.fidelity: SMAC's Hyperband over the inner budget; each SMAC trial runs on every training
+    instance; runs below the full budget are stored under their own name with their inner budget,
+    kept out of archive.csv (gamma* is chosen at the full budget) and cheaper than full runs."""
+    path = tmp_path / "mf.yaml"
+    path.write_text(STUDY.format(trials=36, out=tmp_path / "mf").replace(
+        "  seeds: [1, 2]\n", "  seeds: [1]\n  fidelity: {min_budget: 0.25, eta: 2}\n", 1))
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    out = tmp_path / "mf" / "meta"
+    trials = log(tmp_path / "mf", 1)
+    assert len(trials) >= 36 and len(trials) % 3 == 0
+    low = trials[trials["inner_budget"].notna()]
+    assert set(low["inner_budget"]) <= {0.25, 0.5} and len(low) > 0
+    assert all(h.endswith(f"@{b:g}") for h, b in zip(low["hash"], low["inner_budget"]))
+    # each SMAC trial: one configuration at one budget on all three instances, in order
+    for start in range(0, len(trials), 3):
+        group = trials.iloc[start:start + 3]
+        assert group["hash"].nunique() == 1 and group["instance"].nunique() == 3
+    archive = pd.read_csv(out / "archive.csv")
+    assert not archive["hash"].str.contains("@").any()
+    assert len(pd.read_csv(out / "archive_lower_budgets.csv")) == len(low)
+    record = json.loads(next((out / "runs").glob("*@0.25/*/seed-*.json")).read_text())
+    assert record["inner_budget"] == 0.25 and record["summary"]["budget"] == pytest.approx(record["summary"]["budget"])
+    full = json.loads(next(p for p in (out / "runs").glob("*/*/seed-*.json") if "@" not in str(p)).read_text())
+    assert record["summary"]["budget"] == pytest.approx(0.25 * full["summary"]["budget"])
+    star = json.loads((out / "gamma_star.json").read_text())
+    assert "@" not in star["hash"] and star["n_instances"] == 3
