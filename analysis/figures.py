@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib import ticker  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from metaopt.analysis.stats import RankTest  # noqa: E402
 
@@ -286,3 +287,35 @@ def termination_bars(table: pd.DataFrame, palette: dict, caption: str) -> Figure
     axes[0].invert_yaxis()
     fig.tight_layout()
     return _render(fig, "termination", "Automatic termination: RYC and RTC", caption)
+
+
+def search_progress(curves: pd.DataFrame, bands: pd.DataFrame, caption: str) -> Figure:
+    """The meta-level picture: best mean objective on the training instances so far against meta-trials
+    (left) and CPU-hours (right), one line per search and meta-seed (colour: the search), with each
+    noise band (a design's mean objective ± 1 s.d. over re-run seeds) as a shaded horizontal band.
+
+    ``curves``: columns search, meta_seed, trial, cpu_hours, best (:mod:`metaopt.analysis.search_curves`);
+    ``bands``: columns design, mean, std, count (may be empty).
+    """
+    _theme()
+    searches = list(dict.fromkeys(curves["search"]))
+    colours = dict(zip(searches, sns.color_palette("deep", len(searches))))
+    band_colours = sns.color_palette("muted", 8)[3:]
+    fig, axes = plt.subplots(1, 2, figsize=(14.0, 4.8), sharey=True)
+    for ax, x, label in ((axes[0], "trial", "meta-trials (inner runs)"), (axes[1], "cpu_hours", "CPU-hours")):
+        for (search, _), data in curves.groupby(["search", "meta_seed"], sort=False):
+            ax.step(data[x], data["best"], where="post", color=colours[search], alpha=0.85, lw=1.6)
+        for k, band in enumerate(bands.itertuples(index=False)):
+            std = 0.0 if pd.isna(band.std) else band.std
+            ax.axhspan(band.mean - std, band.mean + std, color=band_colours[k % len(band_colours)], alpha=0.25)
+            ax.axhline(band.mean, color=band_colours[k % len(band_colours)], lw=1.0, ls="--")
+        ax.set_xscale("log")
+        ax.set_xlabel(label)
+    axes[0].set_ylabel("best mean objective on the training instances")
+    handles = [plt.Line2D([], [], color=colours[s], lw=2, label=s) for s in searches]
+    handles += [Patch(color=band_colours[k % len(band_colours)], alpha=0.4,
+                                         label=f"{band.design}: ± 1 s.d. over {band.count} seeds")
+                for k, band in enumerate(bands.itertuples(index=False))]
+    axes[1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
+    fig.tight_layout()
+    return _render(fig, "search_progress", "The search at the meta level", caption)

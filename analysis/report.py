@@ -7,7 +7,9 @@
     figures/*.png
 
 Sections (each only when its data exists): question, description, design and answer of the study;
-γ* (paper 004 Table 5 style) and the meta-archive's top configurations (Fig. 1); the held-out
+γ* (paper 004 Table 5 style) and the meta-archive's top configurations (Fig. 1); the search at the
+meta level (best training objective against meta-trials and CPU-hours for the search, its
+baselines and the noise bands, :mod:`metaopt.analysis.search_curves`); the held-out
 evaluation (table, anytime curves, box plots); Friedman + Nemenyi critical-difference diagrams
 at an intermediate and the full budget; cost versus accuracy for cost-aware studies; RYC/RTC when
 ``eval/termination.csv`` (per stopped optimizer: RYC, RTC ± s.e.) exists; ablation paths
@@ -40,7 +42,7 @@ from metaopt.analysis.meta_model import meta_archive_model
 from metaopt.analysis.stats import average_ranks, empty_runs, paired_differences, rank_test, scores_by_instance
 from metaopt.budget import Budget, split_spec
 from metaopt.errors import UsageError
-from metaopt.store import StudyStore
+from metaopt.store import StudyStore, read_meta_archive
 from metaopt.study_spec import Companion, StudySpec, companion_studies
 from metaopt.run_io import check_run
 
@@ -399,6 +401,65 @@ def meta_section(study: StudySpec, output: Path, evaluation: Evaluation | None) 
     return section
 
 
+def search_section(study: StudySpec, output: Path) -> Section | None:
+    """The search at the meta level (issue: see the search): the incumbent's mean training objective
+    against meta-trials and CPU-hours for the search and its baselines, the noise bands, a table per
+    search and meta-seed, and what limits the search, in numbers. None without a stored search."""
+    from metaopt.analysis.search_curves import noise_bands, search_curves, search_summary
+
+    store = StudyStore(output)
+    curves = search_curves(store)
+    if curves.empty or curves["best"].isna().all():
+        return None
+    bands = noise_bands(store)
+    caption = ("Best mean objective on the training instances so far (the γ* rule applied to the trials so far: "
+               "the lowest mean over instances among configurations run on all of them), one line per search and "
+               "meta-seed, against meta-trials (log) and the CPU time of their inner runs (log). Baselines spend "
+               "their trials with the search's inner seed: random search over the same space (each configuration "
+               "on every training instance in turn) and the known designs alone (each on every instance)."
+               + (" Shaded: a design re-run on more seeds, mean ± 1 s.d. of its mean objective over the seeds: "
+                  "differences between designs smaller than this band are noise." if not bands.empty else ""))
+    section = Section("The search at the meta level", [figures.search_progress(curves, bands, caption)])
+    summary = search_summary(curves)
+    summary["cpu_hours"] = summary["cpu_hours"].map(lambda v: f"{v:.2f}")
+    summary["best objective"] = summary["best objective"].map(fmt)
+    section.blocks.append(Table("Per search and meta-seed: trials, CPU-hours of its inner runs, and the final "
+                                "incumbent's mean objective on the training instances.", summary))
+    section.blocks.append(_search_limits(study, store, bands))
+    return section
+
+
+def _search_limits(study: StudySpec, store: StudyStore, bands: pd.DataFrame) -> str:
+    """What limits the search, in numbers: trials and instance coverage per configuration, the noise
+    against the differences it must resolve, the size of the space."""
+    from metaopt.spaces.design_space import design_space
+    from metaopt.spaces.restrictions import get_restriction
+
+    facts = []
+    archive, _ = read_meta_archive(store.archive_csv)
+    if archive is not None:
+        coverage = archive.groupby("hash")["instance"].nunique()
+        n = archive["instance"].nunique()
+        facts.append(f"{len(archive)} trials ran {len(coverage)} configurations on {n} training instances: a "
+                     f"configuration was seen on {coverage.median():g} of them (median), and "
+                     f"{int((coverage == n).sum())} configurations on all {n}")
+    restriction = study.meta.restriction if study.meta is not None else None
+    if isinstance(restriction, str) or restriction is None:
+        space = get_restriction(restriction).space() if restriction else design_space()
+        facts.append(f"the searched space has {len(space)} parameters ({restriction or 'the full design space'})")
+    if not bands.empty:
+        noise = bands.set_index("design")
+        spread = ", ".join(f"{design} {row['mean']:.4f} ± {0.0 if pd.isna(row['std']) else row['std']:.4f}"
+                           for design, row in noise.iterrows())
+        facts.append(f"re-run on {int(noise['count'].iloc[0])} more seeds per training instance, the mean objective "
+                     f"(± 1 s.d. over seeds) is {spread}")
+    if store.gamma_star_json.exists():
+        star = json.loads(store.gamma_star_json.read_text())
+        facts.append("γ* is the known design " + star["known_design"] if star.get("known_design")
+                     else "γ* is a configuration the search proposed, not a known design")
+    return "What limits the search: " + "; ".join(facts) + "."
+
+
 def _base_caption(study: StudySpec, runs: pd.DataFrame, budget: Budget) -> str:
     shown = (f"{budget.spec} (in typical full-evaluation costs of each instance)" if budget.unit == "typical_cost"
              else str(budget))
@@ -749,6 +810,9 @@ def build_sections(output: Path, study: StudySpec, companions: list[Companion], 
     meta = meta_section(study, output, evaluation)
     if meta is not None:
         sections.append(meta)
+    search = search_section(study, output)
+    if search is not None:
+        sections.append(search)
     if evaluation is not None:
         chosen = report_budgets(study, evaluation.budget, budgets)
         sections += evaluation_sections(study, output, evaluation, chosen, alpha)

@@ -89,6 +89,12 @@ class Budget:
         any other budget as it is."""
         return Budget(self.amount * d, "full_evals", self.spec) if self.unit == "full_evals_per_d" else self
 
+    def scaled(self, factor: float) -> "Budget":
+        """This budget times ``factor`` (0 < factor <= 1: a multi-fidelity meta-search's shorter inner
+        runs), its spec rewritten to match (``30d`` × 1/3 -> ``10d``)."""
+        number, unit = split_spec(self.spec) if self.spec else (self.amount, "")
+        return Budget(self.amount * factor, self.unit, f"{number * factor:.6g}{unit}")
+
     def in_cost_units(self, typical_cost: float) -> "Budget":
         """A typical-cost budget as a cost budget, given the instance's typical full-evaluation cost."""
         if self.unit != "typical_cost":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from contextlib import nullcontext
@@ -53,6 +54,21 @@ def _count(minimum: int, below: int | None = None) -> Callable[[str], int]:
 _seed_type = _count(0, SEED_LIMIT)
 """Seeds: 0 <= seed < 2**31 (metaopt.study_spec.SEED_LIMIT: what numpy and SMAC accept)."""
 _positive_type = _count(1)
+
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration_type(text: str) -> float:
+    """``--stop-after``: a duration such as ``90m``, ``2.5h`` or ``600s`` (a bare number: seconds)."""
+    unit = _DURATION_UNITS.get(text[-1:], None)
+    number = text[:-1] if unit else text
+    try:
+        seconds = float(number) * (unit or 1.0)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 90m, 2.5h or 600s, got {text!r}")
+    return seconds
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -242,7 +258,7 @@ def cmd_stages(args: argparse.Namespace) -> None:
 
     study = load_study(Path(args.study))
     run_stages(study, STAGES[args.stage_name], yahpo_data=args.yahpo_data, quiet=args.quiet,
-               workers=args.workers, scheduler=args.scheduler)
+               workers=args.workers, scheduler=args.scheduler, stop_after=getattr(args, "stop_after", None))
 
 
 def _add_study_arguments(p: argparse.ArgumentParser) -> None:
@@ -330,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = ssub.add_parser("run", help="run a study file: optimize (if it has a 'meta' section), evaluate, ablate, "
                                        "importance, report")
     _add_study_arguments(p)
+    _add_stop_after(p)
     p.set_defaults(func=cmd_stages, stage_name="study run")
     p = ssub.add_parser("export-runs", help="write a study's finished held-out runs to one small file (a runs file), "
                                                "e.g. for a study that names it in report_with to read in a later session",
@@ -339,8 +356,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="FILE", help="the runs file to write, e.g. docs/results/X/runs.jsonl.gz")
     p.add_argument("--optimizers", nargs="+", metavar="NAME", help="only these (default: all the study evaluates)")
     p.set_defaults(func=cmd_export_runs)
-    p = sub.add_parser("optimize", help="meta-optimize: SMAC searches the design space on the training instances")
+    p = ssub.add_parser("export-meta", help="write a study's finished meta-optimization runs to one small file "
+                                               "(a compact meta-archive) that the study's meta.archive reads: a "
+                                               "search continues from it in a later session",
+                        description="Reads OUTPUT_DIR/meta/runs and writes FILE (gzip-compressed JSON lines: each "
+                                    "inner run's configuration, instance, seed, objective and a few summary fields).")
+    p.add_argument("output_dir", metavar="OUTPUT_DIR", help="a study's output folder, e.g. results/default")
+    p.add_argument("--out", metavar="FILE", help="the file to write (default: the study's meta.archive)")
+    p.set_defaults(func=cmd_export_meta)
+    p = sub.add_parser("optimize", help="meta-optimize: SMAC (or random search) searches the design space on the "
+                                        "training instances")
     _add_study_arguments(p)
+    _add_stop_after(p)
     p.set_defaults(func=cmd_stages, stage_name="optimize")
     p = sub.add_parser("evaluate", help="evaluate gamma*, presets and peers on the held-out instances x seeds")
     _add_study_arguments(p)
@@ -351,6 +378,26 @@ def build_parser() -> argparse.ArgumentParser:
     _add_reproductions_parser(sub)
     _add_bench_parser(sub)
     return parser
+
+
+def _add_stop_after(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stop-after", type=_duration_type, default=None, metavar="DURATION",
+                   help="a slice of a long search: start no new batch of meta-trials after DURATION (90m, 2h, 600s), "
+                        "store the runs under way, skip the later stages; run again to continue")
+
+
+def cmd_export_meta(args: argparse.Namespace) -> None:
+    from metaopt.meta import export_meta_runs
+    from metaopt.store import StudyStore
+
+    store = StudyStore(Path(args.output_dir))
+    spec = store.spec()
+    target = args.out or (spec.meta.archive if spec.meta is not None else None)
+    if target is None:
+        raise UsageError(f"{store.root}: the study names no meta.archive; give --out FILE")
+    previous = spec.meta.archive if spec.meta is not None else None
+    count = export_meta_runs(store, Path(target), Path(previous) if previous else None)
+    print(f"wrote {count} meta-optimization runs to {target} ({Path(target).stat().st_size / 1024:.0f} KiB)")
 
 
 def cmd_export_runs(args: argparse.Namespace) -> None:

@@ -1,8 +1,11 @@
-"""The optimize stage: SMAC's AlgorithmConfigurationFacade searches the design space over training instances.
+"""The optimize stage: a search over the design space on the training instances, γ* and the meta-level picture.
 
-Each SMAC trial is one inner run: a configuration γ of the (restricted) design space on one
-training instance with one seed; its cost is the meta-objective computed from the run's trace.
-Several meta-seeds run SMAC independently; γ* is chosen from their pooled results.
+The search (``meta.optimizer``) is SMAC's AlgorithmConfigurationFacade (``smac``, the default) or
+random search over the same space (``random``); what one trial is and how each search proposes
+trials is in :mod:`metaopt.meta_search`. Each trial is one inner run: a configuration γ of the
+(restricted) design space on one training instance with one seed; its cost is the meta-objective
+computed from the run's trace. Several meta-seeds search independently; γ* is chosen from their
+pooled results.
 
 γ* rule: pool every trial of every meta-seed; per configuration, average the objective over seeds
 per instance, then over instances; among configurations evaluated on *all* training instances,
@@ -10,31 +13,39 @@ per instance, then over instances; among configurations evaluated on *all* train
 its incumbents on every instance, so such configurations exist once a meta-seed has run a few
 dozen trials.
 
-Batches (``meta.batch_size``, default 4): SMAC is asked for a batch of trials, the batch runs on
-the executor (Dask workers, or this process with one worker; trials found in the store are not
-rerun), SMAC is told the results in the order it proposed them, and then the next batch is asked.
-The batch size is part of the study, not of the machine, so SMAC's proposals, the archive and γ*
-are the same with 1, 2 or N workers and after an interruption and resume. The meta-seeds run side
-by side on the same executor, each waiting only for its own batch: while one waits for its
-slowest trial, the others' trials keep the workers busy (with one meta-seed, workers idle at the
-end of each batch). A proposal sees up to ``batch_size - 1`` fewer results than it could (batch
-size 1 is sequential SMAC).
+Batches (``meta.batch_size``, default 4): the search is asked for a batch of trials, the batch runs
+on the executor (Dask workers, or this process with one worker; trials found in the store are not
+rerun), the search is told the results in the order it proposed them, and then the next batch is
+asked. The batch size is part of the study, not of the machine, so the proposals, the archive and
+γ* are the same with 1, 2 or N workers and after an interruption and resume. The meta-seeds run side
+by side on the same executor, each waiting only for its own batch.
+
+The meta-level picture (``meta.baselines``, ``meta.noise_seeds``; drawn by the report): after the
+search, the same trial budget spent by random search (``random``) and the known designs alone, each
+run on every training instance (``seeds``), with the search's inner seed, so that a reader sees
+whether the search beats what it started from and what chance finds; and γ* and the best known
+design re-run on ``noise_seeds`` seeds of every training instance: the spread of the meta-objective.
 
 Store (under ``<output>/meta``):
 - ``runs/<γ hash>/<instance>/seed-<k>.json``: each finished inner run's objective and summary
   (or traceback), written atomically the moment it finishes. This is also the cache that makes a
-  rerun resume: SMAC is started again with the same seed and the same batches, replays the same
-  proposals, and finished runs are looked up instead of recomputed, so a resumed meta-seed ends
-  with exactly the uninterrupted run's trials. A failed run (status ``failed``) and a damaged
+  rerun resume: the search is started again with the same seed and the same batches, replays the
+  same proposals, and finished runs are looked up instead of recomputed, so a resumed meta-seed
+  ends with exactly the uninterrupted run's trials. A failed run (status ``failed``) and a damaged
   record are not cache entries: they are recomputed (and rewritten) by the next invocation.
-- ``trials-seed-<m>.jsonl``: meta-seed m's trials in the order SMAC proposed them. A meta-seed
-  whose log holds all its trials, each ``ok`` and stored, is finished and not replayed; a log
-  that is short, damaged or holds failed trials makes the next invocation replay the meta-seed.
+  ``meta.archive`` names a compact meta-archive (:func:`export_meta_runs`, committed beside a
+  study's report) whose runs count as stored: a search longer than a session continues from it
+  on another machine, with the trials of one uninterrupted search.
+- ``trials-seed-<m>.jsonl``: meta-seed m's trials in proposal order. A meta-seed whose log holds all
+  its trials, each ``ok`` and stored, is finished and not replayed; a log that is short, damaged or
+  holds failed trials makes the next invocation replay the meta-seed.
+- ``baselines/<name>/trials-seed-<m>.jsonl``: the baselines' trials, likewise.
 - ``archive.csv``: the meta-archive (meta-seed, trial, γ, instance, seed, objective, inner summary),
   in proposal order; nothing in it depends on timing or on which runs came from the store.
 - ``gamma_star.json``: γ*, its mean objective and how it was chosen (rewritten by every invocation);
   ``known_design`` names the preset or γ file of SMAC's initial design that γ* is, if it is one
   (null: a configuration the search found).
+- ``noise.csv``: per re-run design and seed, the mean objective over the training instances.
 - ``.smac/``: SMAC's own files for the running meta-seeds (not needed; cleared when the stage
   starts and removed when it ends).
 
@@ -45,97 +56,31 @@ failed, no archive and no γ* are written and the stage ends with a one-line err
 
 from __future__ import annotations
 
-import copy
+import gzip
 import json
 import shutil
-import time
-import warnings
-from collections import ChainMap
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.executor import Executor
-from metaopt.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, meta_archive, selection_pool
-from metaopt.references import Reference
+from metaopt.meta_archive import (CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, load_cache, meta_archive,
+                                  selection_pool)
+from metaopt.meta_search import (Batch, Key, ListSearch, MetaSetup, MultiFidelitySmacSearch, RandomSearch, Search,
+                                 SliceEnded,
+                                 SmacSearch, complete_gamma, meta_objective, record_key, run_side_by_side,
+                                 run_trial, store_record)
 from metaopt.run_io import jsonable
-from metaopt.smac_utils import bound_forest_leaves, reproducible_model_and_maximizer
-from metaopt.store import RUN_RECORD_GLOB, StudyStore
-from metaopt.store_utils import atomic_write_text
-from metaopt.tasks import RunSpec, execute
+from metaopt.store import StudyStore
+from metaopt.store_utils import atomic_write_bytes, atomic_write_text
+from metaopt.study_spec import MetaFidelity
 
-Key = tuple[str, str, int]
-"""A trial's identity in the store: (γ hash, instance, seed)."""
-
-
-def meta_objective(kind: str, trace: pd.DataFrame, budget: Budget, fractions: list[float]) -> float:
-    """The meta-objective of one inner run from its trace.
-
-    - ``regret``: normalized regret at the inner budget (the default);
-    - ``regret_at``: mean normalized regret at the given fractions of the budget;
-    - ``auc``: mean normalized regret over 50 log-spaced budgets from the first evaluation to B
-      (the area under the anytime curve on a log budget axis).
-    """
-    from metaopt.analysis.anytime import budget_grid, regret_at
-
-    if len(trace) == 0:
-        return CRASH_OBJECTIVE
-    spent = trace["budget_used" if budget.unit == "full_evals" else "cost_used"].to_numpy()
-    regret = trace["normalized_regret"].to_numpy()
-    if kind == "regret":
-        return float(regret[-1])
-    if kind == "regret_at":
-        values = regret_at(spent, regret, np.asarray(fractions) * budget.amount)
-    else:
-        values = regret_at(spent, regret, budget_grid(spent[0], budget.amount, 50))
-    return float(np.mean(np.where(np.isnan(values), 1.0, values)))  # before the first evaluation: regret 1
-
-
-@dataclass(frozen=True)
-class MetaSetup:
-    """Everything an inner trial needs, shipped to the executor's workers."""
-
-    benchmark: str
-    yahpo_data: str | None
-    budget: Budget
-    references: dict[str, Reference]
-    restriction: str | None
-    objective: str
-    objective_fractions: tuple[float, ...]
-
-
-def complete_gamma(setup: MetaSetup, config: dict[str, Any]) -> dict[str, Any]:
-    """The full design-space configuration γ of a SMAC configuration (completed by the restriction, if any)."""
-    from metaopt.spaces.design_space import validate
-    from metaopt.spaces.restrictions import get_restriction
-
-    return get_restriction(setup.restriction).complete(config) if setup.restriction else validate(config)
-
-
-def run_trial(setup: MetaSetup, gamma: dict[str, Any], instance: str, seed: int) -> dict[str, Any]:
-    """One inner run (called on a worker): its store record, status ``ok`` with objective and summary,
-    or ``failed`` with ``CRASH_OBJECTIVE`` and the traceback."""
-    outcome = execute(RunSpec("gamma", setup.benchmark, instance, seed, setup.budget, setup.references[instance],
-                              config=gamma, yahpo_data=setup.yahpo_data))
-    record: dict[str, Any] = {"gamma": gamma, "hash": gamma_hash(gamma), "instance": instance, "seed": seed}
-    if outcome.ok:
-        summary = {k: v for k, v in outcome.result.summary.items() if k not in ("config", "reference")}
-        # the budget the run had (setup.budget resolved for its instance: per hyperparameter on a pooled benchmark)
-        budget = Budget(summary["budget"], summary["budget_unit"], summary["budget_spec"])
-        record.update(status="ok", summary=summary,
-                      objective=meta_objective(setup.objective, outcome.result.trace, budget,
-                                               list(setup.objective_fractions)))
-    else:
-        record.update(status="failed", objective=CRASH_OBJECTIVE, traceback=outcome.error)
-    return record
-
+__all__ = ["Batch", "MetaSetup", "SliceEnded", "complete_gamma", "export_meta_runs", "known_designs", "load_cache",
+           "meta_objective", "optimize", "run_trial"]
 
 def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | None = None,
                   presets: bool = True, found_by: str | None = None) -> dict[str, Any]:
@@ -182,85 +127,94 @@ def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | No
     return found
 
 
-def _target_function(config: Any, instance: str, seed: int = 0) -> float:
-    """SMAC's facade wants a target function (it checks its signature); trials run through ask and
-    tell here (:func:`_run_batch`), so SMAC never calls it."""
-    raise RuntimeError("meta trials are run by metaopt.meta, not by SMAC's runner")
+ARCHIVE_SUMMARY_FIELDS = ("final_loss", "normalized_regret", "budget_used", "cost_used", "n_evals", "stop_reason",
+                          "wall_time_s")
+"""The inner summary's fields a compact meta-archive keeps: those of ``archive.csv``
+(:func:`metaopt.meta_archive.meta_archive`) and the run's wall time (the report's CPU-hours axis)."""
 
 
-def _store_path(store: StudyStore, key: Key) -> Path:
-    return store.meta_run_file(*key)
-
-
-def _key(record: dict[str, Any]) -> Key:
-    return record["hash"], str(record["instance"]), int(record["seed"])
-
-
-def load_cache(store: StudyStore) -> dict[Key, dict[str, Any]]:
-    """The finished (status ``ok``) runs in the store, by key; called once per optimize stage.
-
-    Failed runs are not cache entries (they are retried), nor is a damaged or foreign file.
-    """
-    cache = {}
-    for path in sorted(store.meta_runs_dir.glob(RUN_RECORD_GLOB)):
-        try:
-            record = json.loads(path.read_text())
-            key = _key(record)
-            valid = (record["status"] == "ok" and isinstance(record["objective"], (int, float))
-                     and isinstance(record["gamma"], dict) and path == _store_path(store, key))
-        except (ValueError, KeyError, TypeError):  # e.g. truncated by a full disk: recomputed
-            continue
-        if valid:
-            cache[key] = record
-    return cache
-
-
-def _store_record(store: StudyStore, record: dict[str, Any]) -> dict[str, Any]:
-    """Write a fresh run's record atomically; returns it as it will read back from the store, so that
-    fresh and stored runs give the same archive."""
-    text = json.dumps(jsonable(record))
-    atomic_write_text(_store_path(store, _key(record)), text)
-    return json.loads(text)
+def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = None) -> int:
+    """Write every finished inner run of ``store``'s meta-optimization to ``out`` (gzipped JSON lines,
+    one record each, in key order: γ, instance, seed, objective and the summary fields of
+    :data:`ARCHIVE_SUMMARY_FIELDS`), with those of the meta-archive the search continued from
+    (``archive_file``); returns the number of runs. Called by ``metaopt study
+    export-meta``. The file is what ``meta.archive`` reads: committed, it carries a search across
+    sessions and machines."""
+    cache = load_cache(store, archive_file)
+    if not cache:
+        raise UsageError(f"{store.meta_runs_dir} holds no finished inner runs to export")
+    lines = []
+    for key in sorted(cache):
+        record = cache[key]
+        compact = {k: record[k] for k in ("hash", "gamma", "instance", "seed", "status", "objective")}
+        compact["summary"] = {k: v for k, v in record.get("summary", {}).items() if k in ARCHIVE_SUMMARY_FIELDS}
+        lines.append(json.dumps(jsonable(compact)))  # γ's key order as stored: it is the archive's column order
+    # mtime 0: the same runs give the same bytes (the file is committed)
+    atomic_write_bytes(out, gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
+    return len(lines)
 
 
 def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list[str],
              instance_features: dict[str, list[float]],
              trials: int, meta_seeds: list[int], executor: Executor, quiet: bool = False, *,
              batch_size: int, initial: dict[str, Any] | None = None, select_top: int = 0,
-             select_seeds: int = 0, select_min_instance_fraction: float = 1.0) -> dict[str, Any]:
-    """The optimize stage of one design space: SMAC once per meta-seed in batches of ``batch_size``
-    trials; stores every trial, writes the archive and γ* and returns γ*.
+             select_seeds: int = 0, select_min_instance_fraction: float = 1.0, optimizer: str = "smac",
+             baselines: tuple[str, ...] = (), noise_seeds: int = 0, archive_file: Path | None = None,
+             deadline: float | None = None, fidelity: MetaFidelity | None = None) -> dict[str, Any]:
+    """The optimize stage of one design space: the search (``optimizer``: ``smac`` or ``random``) once
+    per meta-seed in batches of ``batch_size`` trials; stores every trial, writes the archive and γ*
+    and returns γ*; then the meta-level baselines and noise re-runs (module docstring).
 
     ``output`` is the store (or its folder) whose ``meta/`` receives the results (:class:`StudyStore`).
     ``initial``: known designs by name (SMAC configurations of ``space``, :func:`known_designs`) that
     join SMAC's initial design, in their order, as many as SMAC leaves room for (its initial design
-    may not exceed the trials). ``select_top`` > 0: γ* is chosen among
+    may not exceed the trials); random search ignores them. ``select_top`` > 0: γ* is chosen among
     that many best configurations after re-running them on ``select_seeds`` more seeds
     (:func:`select_gamma_star`; ``select_min_instance_fraction``: which configurations may be candidates).
+    ``fidelity``: SMAC's multi-fidelity search over the inner budget (``meta.fidelity``); its trials
+    below the full budget go to ``meta/archive_lower_budgets.csv``, and γ* is chosen among those at
+    the full budget. ``archive_file``: a compact meta-archive whose runs count as stored. ``deadline`` (a
+    ``time.monotonic()`` value): past it no new batch starts, and :class:`SliceEnded` is raised once
+    the runs under way are stored (nothing else is written; the next call continues).
     Raises UsageError (and writes neither archive nor γ*) if every trial failed.
     """
     store = output if isinstance(output, StudyStore) else StudyStore(output)
     store.meta_dir.mkdir(parents=True, exist_ok=True)
-    cache = load_cache(store)
+    cache = load_cache(store, archive_file)
     finished: dict[int, list[dict[str, Any]]] = {}
-    searches: list[_MetaSeedSearch] = []
+    searches: list[Search] = []
     for meta_seed in meta_seeds:
-        trial_rows = _finished_trials(store, meta_seed, trials, cache)
+        trial_rows = _finished_trials(store.trials_log(meta_seed), trials, cache)
         if trial_rows is not None:
-            print(f"meta-seed {meta_seed}: finished earlier ({trials} trials in the store); SMAC is not rerun")
+            print(f"meta-seed {meta_seed}: finished earlier ({trials} trials in the store); the search is not rerun")
             finished[meta_seed] = trial_rows
     shutil.rmtree(store.smac_dir, ignore_errors=True)  # SMAC's own files: not needed (see the module doc)
     for meta_seed in meta_seeds:
-        if meta_seed not in finished:
-            searches.append(_MetaSeedSearch(store, meta_seed, setup, cache, space, instances, instance_features,
-                                            trials, batch_size, quiet, list((initial or {}).values()),
-                                            position=len(searches)))
-    _run_side_by_side(searches, executor)
-    shutil.rmtree(store.smac_dir, ignore_errors=True)
+        if meta_seed in finished:
+            continue
+        if optimizer == "random":
+            searches.append(RandomSearch(store, meta_seed, setup, cache, space, instances, trials, batch_size,
+                                         quiet, len(searches), store.trials_log(meta_seed)))
+        elif fidelity is not None:
+            searches.append(MultiFidelitySmacSearch(store, meta_seed, setup, cache, space, instances, trials,
+                                                    batch_size, quiet, list((initial or {}).values()), len(searches),
+                                                    fidelity.min_budget, fidelity.eta))
+        else:
+            searches.append(SmacSearch(store, meta_seed, setup, cache, space, instances, instance_features,
+                                       trials, batch_size, quiet, list((initial or {}).values()),
+                                       position=len(searches)))
+    try:
+        run_side_by_side(searches, executor, deadline)
+    finally:
+        shutil.rmtree(store.smac_dir, ignore_errors=True)
     for search in searches:
         cache.update(search.fresh_ok)
         finished[search.meta_seed] = search.rows
-    rows = [row for meta_seed in meta_seeds for row in finished[meta_seed]]
+    every = [row for meta_seed in meta_seeds for row in finished[meta_seed]]
+    rows = [row for row in every if "inner_budget" not in row]  # the full-budget trials: γ* is chosen among them
+    if len(rows) < len(every):
+        atomic_write_text(store.lower_budget_archive_csv,
+                          meta_archive([row for row in every if "inner_budget" in row]).to_csv(index=False))
 
     if all(r["status"] == "failed" for r in rows):
         last = (rows[-1].get("traceback") or "").strip().splitlines() if rows else []
@@ -277,7 +231,92 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
                                  quiet, known, select_min_instance_fraction)
     star["known_design"] = known.get(star["hash"])
     atomic_write_text(store.gamma_star_json, json.dumps(jsonable(star), indent=1) + "\n")
+    if baselines:
+        seeds = {meta_seed: int(finished[meta_seed][0]["seed"]) for meta_seed in meta_seeds if finished[meta_seed]}
+        run_baselines(store, setup, space, instances, trials, seeds, batch_size, executor, quiet, baselines,
+                      initial or {}, cache, deadline)
+    if noise_seeds > 0:
+        run_noise(store, setup, archive, rows, instances, star, known, noise_seeds, cache, executor, quiet)
     return star
+
+
+def run_baselines(store: StudyStore, setup: MetaSetup, space, instances: list[str], trials: int,
+                  seeds: dict[int, int], batch_size: int, executor: Executor, quiet: bool, baselines: tuple[str, ...],
+                  initial: dict[str, Any], cache: dict[Key, dict[str, Any]], deadline: float | None) -> None:
+    """The meta-level baselines of the search, per meta-seed with the search's inner seed ``seeds[m]``
+    (module docstring): ``random`` spends the search's ``trials`` on random configurations, ``seeds``
+    runs every known design of ``initial`` on every training instance. Called after γ* is written;
+    their trials go to ``meta/baselines/<name>/`` and their runs through the same cache and store."""
+    gammas = [complete_gamma(setup, dict(configuration)) for configuration in initial.values()]
+    searches: list[Search] = []
+    for name in baselines:
+        for meta_seed, seed in seeds.items():
+            log = store.baseline_trials_log(name, meta_seed)
+            total = trials if name == "random" else len(gammas) * len(instances)
+            if total == 0 or _finished_trials(log, total, cache) is not None:
+                continue
+            if name == "random":
+                searches.append(RandomSearch(store, meta_seed, setup, cache, space, instances, trials, batch_size,
+                                             quiet, len(searches), log, seed=seed))
+            else:
+                searches.append(ListSearch(store, meta_seed, setup, cache, gammas, instances, seed, batch_size, quiet,
+                                           len(searches), log))
+    run_side_by_side(searches, executor, deadline)
+    for search in searches:
+        cache.update(search.fresh_ok)
+
+
+def _seeds_above_archive(archive: pd.DataFrame, count: int) -> list[int]:
+    """The first ``count`` seeds above :data:`SELECTION_SEED_BASE` that no trial of the archive used:
+    the seeds of the selection re-runs and of the noise re-runs (which so share their runs)."""
+    used = set(archive["seed"].astype(int))
+    return [s for s in range(SELECTION_SEED_BASE + 1, SELECTION_SEED_BASE + 2 + count + len(used))
+            if s not in used][:count]
+
+
+def run_noise(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame, rows: list[dict[str, Any]],
+              instances: list[str], star: dict[str, Any], known: dict[str, str], count: int,
+              cache: dict[Key, dict[str, Any]], executor: Executor, quiet: bool) -> pd.DataFrame:
+    """The meta-objective's noise: γ* and the best known design of the archive (the lowest mean among
+    those run on all training instances) re-run on ``count`` seeds of every training instance.
+    Writes ``meta/noise.csv`` (design, hash, seed, mean objective over the instances) and returns it."""
+    _, per_config = _search_means_complete(archive, instances)
+    designs = {"gamma*": star["hash"]}
+    known_complete = [h for h in per_config.sort_values("mean", kind="stable").index if h in known]
+    if known_complete and known_complete[0] != star["hash"]:
+        designs[f"best known design ({known[known_complete[0]]})"] = known_complete[0]
+    gammas = {h: next(r["gamma"] for r in rows if r["hash"] == h) for h in designs.values()}
+    gammas[star["hash"]] = star["config"]
+    seeds = _seeds_above_archive(archive, count)
+    plan = [(h, instance, seed) for h in designs.values() for instance in instances for seed in seeds]
+    _run_plan(store, setup, plan, gammas, cache, executor, quiet, "noise: re-runs on more seeds")
+    table = pd.DataFrame([{"design": name, "hash": h, "seed": seed,
+                           "objective": float(np.mean([cache[(h, i, seed)]["objective"] if (h, i, seed) in cache
+                                                       else CRASH_OBJECTIVE for i in instances]))}
+                          for name, h in designs.items() for seed in seeds])
+    atomic_write_text(store.noise_csv, table.to_csv(index=False))
+    return table
+
+
+def _search_means_complete(archive: pd.DataFrame, instances: list[str]) -> tuple[pd.Series, pd.DataFrame]:
+    """The archive's mean objective per configuration, among those run on all ``instances``."""
+    per_instance = archive.groupby(["hash", "instance"], sort=False)["objective"].mean()
+    per_config = per_instance.groupby(level="hash", sort=False).agg(["mean", "count"])
+    return per_instance, per_config[per_config["count"] == len(instances)]
+
+
+def _run_plan(store: StudyStore, setup: MetaSetup, plan: list[Key], gammas: dict[str, dict[str, Any]],
+              cache: dict[Key, dict[str, Any]], executor: Executor, quiet: bool, desc: str) -> None:
+    """Runs the keys of ``plan`` the cache lacks on the executor; stores each and adds it to ``cache``."""
+    todo = [key for key in dict.fromkeys(plan) if key not in cache]
+    bar = tqdm(total=len(plan), initial=len(plan) - len(todo), desc=desc, unit="run", disable=True if quiet else None)
+    tasks = [(run_trial, (setup, gammas[h], instance, seed)) for h, instance, seed in todo]
+    for index, record in executor.map_unordered(tasks):
+        record = store_record(store, record)
+        if record["status"] == "ok":
+            cache[todo[index]] = record
+        bar.update(1)
+    bar.close()
 
 
 SELECTION_SEED_BASE = 1000
@@ -306,20 +345,9 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
     if pool.empty:
         return choose_gamma_star(archive, instances, rows)
     gammas = {h: next(r["gamma"] for r in rows if r["hash"] == h) for h in pool.index}
-    used = set(archive["seed"].astype(int))
-    chosen_seeds = [s for s in range(SELECTION_SEED_BASE + 1, SELECTION_SEED_BASE + 2 + seeds + len(used))
-                    if s not in used][:seeds]
+    chosen_seeds = _seeds_above_archive(archive, seeds)
     plan = [(h, instance, seed) for h in pool.index for instance in instances for seed in chosen_seeds]
-    todo = [key for key in plan if key not in cache]
-    bar = tqdm(total=len(plan), initial=len(plan) - len(todo), desc="selection: re-runs of the top candidates",
-               unit="run", disable=True if quiet else None)
-    tasks = [(run_trial, (setup, gammas[h], instance, seed)) for h, instance, seed in todo]
-    for index, record in executor.map_unordered(tasks):
-        record = _store_record(store, record)
-        if record["status"] == "ok":
-            cache[todo[index]] = record
-        bar.update(1)
-    bar.close()
+    _run_plan(store, setup, plan, gammas, cache, executor, quiet, "selection: re-runs of the top candidates")
     scores = pd.DataFrame([{"hash": h, "instance": instance, "seed": seed,
                             "objective": cache[(h, instance, seed)]["objective"] if (h, instance, seed) in cache
                             else CRASH_OBJECTIVE} for h, instance, seed in plan])
@@ -358,212 +386,24 @@ def _pool_rule(min_instance_fraction: float) -> str:
             "paired difference to the best run on all of them, that one included,")
 
 
-def _finished_trials(store: StudyStore, meta_seed: int, trials: int, cache: dict) -> list[dict[str, Any]] | None:
-    """The rows of a meta-seed that finished all its ``trials`` earlier, else None (it is then replayed).
+def _finished_trials(log_path: Path, trials: int, cache: dict) -> list[dict[str, Any]] | None:
+    """The rows of a search's trials log (``log_path``) that finished all its ``trials`` earlier, else
+    None (the search is then replayed).
 
     Finished means: its log is complete and readable, and every logged trial is ``ok`` and stored.
     A finished meta-seed is not replayed: its trials are final even if the design space has since
     grown (a replay would then propose differently).
     """
-    log_path = store.trials_log(meta_seed)
     if not log_path.exists():
         return None
     try:
         rows = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
-        keys = [_key(row) for row in rows]
+        keys = [record_key(row) for row in rows]
     except (ValueError, KeyError, TypeError):  # e.g. a line cut short by a kill or a full disk
         return None
-    if len(rows) != trials or any(key not in cache for key in keys):  # failed runs are not in the cache
+    # (a multi-fidelity search may end a few runs past its trials: its last SMAC trial runs on every instance)
+    if len(rows) < trials or any(key not in cache for key in keys):  # failed runs are not in the cache
         return None
     for row, key in zip(rows, keys):
         row["summary"] = cache[key].get("summary", {})
     return rows
-
-
-class _Batch:
-    """One batch of a meta-seed's SMAC trials: the runs it needs, then its results in ask order."""
-
-    def __init__(self, infos: list, gammas: list[dict[str, Any]], cache: Mapping[Key, dict[str, Any]]) -> None:
-        self.infos = infos
-        self.keys: list[Key] = [(gamma_hash(g), str(info.instance), int(info.seed or 0))
-                                for g, info in zip(gammas, infos)]
-        self.todo: dict[Key, dict[str, Any]] = {key: gamma for key, gamma in zip(self.keys, gammas)
-                                                if key not in cache}
-        """The distinct keys not in ``cache``, in ask order, with their γ: each runs once."""
-        self._cache = cache
-        self._fresh: dict[Key, dict[str, Any]] = {}
-
-    def deliver(self, key: Key, record: dict[str, Any]) -> None:
-        """The (stored) record of one run of :attr:`todo`."""
-        self._fresh[key] = record
-
-    @property
-    def done(self) -> bool:
-        """True when every run of :attr:`todo` has been delivered."""
-        return len(self._fresh) == len(self.todo)
-
-    def results(self) -> list[tuple[dict[str, Any], bool]]:
-        """(record, taken from the store or an earlier trial of the batch) per trial, in ask order."""
-        out, seen = [], set()
-        for key in self.keys:
-            if key in self._fresh:  # a repeat of a key in the batch counts as taken from an earlier trial
-                out.append((self._fresh[key], key in seen))
-                seen.add(key)
-            else:
-                out.append((self._cache[key], True))
-        return out
-
-    def fresh_ok(self) -> dict[Key, dict[str, Any]]:
-        """The delivered runs with status ok (a failed run is not cached: the next invocation retries it)."""
-        return {key: record for key, record in self._fresh.items() if record["status"] == "ok"}
-
-
-class _MetaSeedSearch:
-    """One meta-seed's SMAC, asked and told one batch at a time by :func:`_run_side_by_side`.
-
-    We drive SMAC's ask/tell interface ourselves instead of handing it a Dask client: SMAC 2.4's
-    Dask runner returns from optimize() once n_trials are *submitted* and drops the results of
-    trials still running, and it tells results in completion order (timing-dependent proposals).
-    A search sees the runs the store held when the stage started and its own, and draws its random
-    configurations from its own copy of the design space: what other meta-seeds run at the same
-    time cannot change its trials or their ``cached`` flags.
-    """
-
-    def __init__(self, store: StudyStore, meta_seed: int, setup: MetaSetup, cache: dict[Key, dict[str, Any]],
-                 space, instances: list[str], instance_features: dict[str, list[float]], trials: int,
-                 batch_size: int, quiet: bool, initial: list, position: int) -> None:
-        from ConfigSpace import Configuration
-        from smac import AlgorithmConfigurationFacade, Scenario
-
-        # SMAC seeds the Scenario's ConfigurationSpace and draws its random configurations from it:
-        # searches that shared one space would share one generator, drawn from in the order their
-        # batches finish (timing), and all seeded by the meta-seed started last.
-        space = copy.deepcopy(space)
-        initial = [Configuration(space, values=dict(config)) for config in initial]
-        self.store, self.meta_seed, self.setup, self.trials, self.batch_size = store, meta_seed, setup, trials, batch_size
-        self.fresh_ok: dict[Key, dict[str, Any]] = {}
-        """Runs of this search with status ok, to join the stage's cache when all searches are done."""
-        self._cache = ChainMap(self.fresh_ok, cache)  # the stage's cache is not changed while searches run
-        scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=trials,
-                            instances=instances, instance_features=instance_features, seed=meta_seed,
-                            output_directory=store.smac_dir, crash_cost=CRASH_OBJECTIVE)
-        # No PCA of the instance features: SMAC 2.4 fits its forest on PCA components once there are
-        # 4 or more features (a pooled benchmark's scenario indicators) but predicts marginalized over
-        # the raw features, and fails an assertion; the few features here need no reduction.
-        model, maximizer = reproducible_model_and_maximizer(AlgorithmConfigurationFacade, scenario,
-                                                            pca_components=None)
-        bound_forest_leaves(model)  # the same trees, without reserving 2²¹ nodes for each
-        # SMAC refuses an initial design larger than its trials; its own share (a private count, the
-        # default configuration included) is what the known designs must leave room for.
-        room = trials - getattr(AlgorithmConfigurationFacade.get_initial_design(scenario), "_n_configs", 1) - 1
-        self._smac = AlgorithmConfigurationFacade(
-            scenario, _target_function, model=model, acquisition_maximizer=maximizer,
-            initial_design=AlgorithmConfigurationFacade.get_initial_design(
-                scenario, additional_configs=list(initial)[: max(room, 0)]),
-            intensifier=AlgorithmConfigurationFacade.get_intensifier(scenario,
-                                                                     max_config_calls=len(scenario.instances)),
-            overwrite=True, logging_level=40,
-        )
-        self._log = store.trials_log(meta_seed)
-        self._log.write_text("")  # the log of this meta-seed is rebuilt by the (replaying) rerun
-        self.rows: list[dict[str, Any]] = []
-        self._batch = _Batch([], [], {})
-        self._started = time.perf_counter()
-        self._bar = tqdm(total=trials, desc=f"meta-seed {meta_seed}: SMAC trials", unit="trial", position=position,
-                         disable=True if quiet else None)
-
-    @property
-    def finished(self) -> bool:
-        """True once all trials are told."""
-        return len(self.rows) >= self.trials
-
-    def ask_batch(self) -> list[tuple[Key, dict[str, Any]]]:
-        """Asks SMAC for the next batch; returns the distinct (key, γ) not yet stored, in ask order,
-        each to be run once and handed to :meth:`deliver` (an empty list: :meth:`tell_batch` at once).
-
-        Several trials are asked before any is told: SMAC marks each asked trial as running, and its
-        intensifier does not propose a running trial again (distinct SMAC configurations may still
-        complete to the same γ; such a trial runs once).
-        """
-        with _smac_warnings_silenced():
-            infos = [self._smac.ask() for _ in range(min(self.batch_size, self.trials - len(self.rows)))]
-        self._batch = _Batch(infos, [complete_gamma(self.setup, dict(info.config)) for info in infos], self._cache)
-        self._bar.update(len(infos) - len(self._batch.todo))
-        return list(self._batch.todo.items())
-
-    def deliver(self, key: Key, record: dict[str, Any]) -> None:
-        """Stores a finished run of the batch at once (so a kill loses nothing finished)."""
-        self._batch.deliver(key, _store_record(self.store, record))
-        self._bar.update(1)
-
-    @property
-    def batch_done(self) -> bool:
-        """True when every run of the current batch has been delivered."""
-        return self._batch.done
-
-    def tell_batch(self) -> None:
-        """Tells SMAC the batch's results in ask order and appends the batch to the trials log."""
-        from smac.runhistory.dataclasses import TrialValue
-
-        batch_rows = []
-        for info, (record, cached) in zip(self._batch.infos, self._batch.results()):
-            with _smac_warnings_silenced():
-                self._smac.tell(info, TrialValue(cost=record["objective"]), save=False)
-            batch_rows.append(_trial_row(self.meta_seed, len(self.rows) + len(batch_rows), record, cached))
-        self.fresh_ok.update(self._batch.fresh_ok())
-        self.rows += batch_rows
-        with self._log.open("a") as fh:
-            fh.writelines(json.dumps({k: v for k, v in row.items() if k != "summary"}) + "\n" for row in batch_rows)
-
-    def close(self) -> None:
-        """Ends the progress bar and says what the meta-seed did."""
-        self._bar.close()
-        failed = sum(r["status"] == "failed" for r in self.rows)
-        print(f"meta-seed {self.meta_seed}: {len(self.rows)} trials "
-              f"({sum(r['cached'] for r in self.rows)} from the store, {failed} failed"
-              f"{' and retried by the next run' if failed else ''}) in {time.perf_counter() - self._started:.1f} s")
-
-
-@contextmanager
-def _smac_warnings_silenced() -> Iterator[None]:
-    """SMAC's local search averages an empty list of timings when it finds no neighbours: harmless."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
-        warnings.filterwarnings("ignore", "invalid value encountered in scalar divide", RuntimeWarning)
-        yield
-
-
-def _run_side_by_side(searches: list[_MetaSeedSearch], executor: Executor) -> None:
-    """Runs the meta-seeds' searches together on the executor until each has all its trials.
-
-    Each search waits for its own batch only: while one waits for its slowest trial, the other
-    searches' trials keep the workers busy. Every search is told its results in its own ask
-    order, so its trials do not depend on the others, on the workers or on timing.
-    """
-    owner: dict[int, tuple[_MetaSeedSearch, Key]] = {}
-
-    def advance(search: _MetaSeedSearch) -> None:
-        while not search.finished:
-            todo = search.ask_batch()
-            if todo:
-                for key, gamma in todo:
-                    owner[executor.submit(run_trial, (search.setup, gamma, key[1], key[2]))] = (search, key)
-                return
-            search.tell_batch()  # the whole batch came from the store
-        search.close()
-
-    for search in searches:
-        advance(search)
-    for task_id, record in executor.completed():
-        search, key = owner.pop(task_id)
-        search.deliver(key, record)
-        if search.batch_done:
-            search.tell_batch()
-            advance(search)
-
-
-def _trial_row(meta_seed: int, trial: int, record: dict[str, Any], cached: bool) -> dict[str, Any]:
-    """One trial of the log and the archive (the log leaves out ``summary``)."""
-    return {"meta_seed": meta_seed, "trial": trial, "hash": record["hash"], "instance": record["instance"],
-            "seed": record["seed"], "objective": record["objective"], "status": record["status"], "cached": cached,
-            "gamma": record["gamma"], "summary": record.get("summary", {}), "traceback": record.get("traceback")}

@@ -9,14 +9,31 @@ re-run to select it (:func:`selection_pool`).
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from metaopt.errors import UsageError
+from metaopt.store import RUN_RECORD_GLOB, StudyStore
+
+Key = tuple[str, str, int]
+"""A trial's identity in the store: (γ hash, instance, seed)."""
+
+
+def run_name(gamma: dict[str, Any], fraction: float = 1.0) -> str:
+    """The name a run of γ at ``fraction`` of the inner budget is stored under: γ's hash at the full
+    budget, ``<hash>@<fraction>`` below it (a multi-fidelity search's cheap runs)."""
+    return gamma_hash(gamma) if fraction == 1.0 else f"{gamma_hash(gamma)}@{fraction:.6g}"
+
+
+def record_key(record: dict[str, Any]) -> Key:
+    """The store key of a run record."""
+    return record["hash"], str(record["instance"]), int(record["seed"])
 
 CRASH_OBJECTIVE = 10.0
 """Meta-objective of an inner run that raised (normalized regret of a run is ~1 for a median random config)."""
@@ -105,3 +122,63 @@ def selection_pool(archive: pd.DataFrame, instances: list[str], top: int,
     eligible = per_config[per_config["n_instances"] >= needed].assign(difference=difference)
     others = eligible.drop(index=reference).sort_values("difference", kind="stable").head(max(top - 1, 0))
     return pd.concat([eligible.loc[[reference]], others])
+
+
+def _valid_record(record: Any) -> bool:
+    """A run record that may serve as a cache entry: status ok, a numeric objective, a γ."""
+    try:
+        record_key(record)
+        return (record["status"] == "ok" and isinstance(record["objective"], (int, float))
+                and not isinstance(record["objective"], bool) and isinstance(record["gamma"], dict))
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def load_cache(store: StudyStore, archive_file: Path | None = None) -> dict[Key, dict[str, Any]]:
+    """The finished (status ``ok``) runs in the store, by key, and those of the compact meta-archive
+    ``archive_file`` (``meta.archive``) the store lacks; called once per optimize stage.
+
+    Failed runs are not cache entries (they are retried), nor is a damaged or foreign file. A damaged
+    compact archive is refused with one line (it is a file someone committed, not a crash's leftover).
+    """
+    cache = {}
+    for path in sorted(store.meta_runs_dir.glob(RUN_RECORD_GLOB)):
+        try:
+            record = json.loads(path.read_text())
+        except ValueError:  # e.g. truncated by a full disk: recomputed
+            continue
+        if _valid_record(record) and path == store.meta_run_file(*record_key(record)):
+            cache[record_key(record)] = record
+    if archive_file is not None and not Path(archive_file).exists():
+        print(f"optimize: the meta-archive {archive_file} does not exist yet: nothing to continue from "
+              "(`metaopt study export-meta` writes it)")
+    elif archive_file is not None:
+        for record in read_meta_runs(archive_file):
+            cache.setdefault(record_key(record), record)
+    return cache
+
+
+def read_meta_runs(path: Path) -> list[dict[str, Any]]:
+    """The records of a compact meta-archive (:func:`export_meta_runs`); UsageError naming the file
+    and line if it is not one."""
+    try:
+        text = gzip.decompress(Path(path).read_bytes()).decode()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such meta-archive (write one with `metaopt study export-meta`)") from None
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise UsageError(f"{path}: not a gzipped meta-archive ({err})") from None
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not _valid_record(record):
+            raise UsageError(f"{path}: line {number} is not a finished run record (hash, gamma, instance, seed, "
+                             "status ok, objective)")
+        if run_name(record["gamma"], record.get("inner_budget", 1.0)) != record["hash"]:
+            raise UsageError(f"{path}: line {number}: the record's hash is not its gamma's")
+        records.append(record)
+    return records

@@ -36,6 +36,12 @@ from metaopt.store_utils import LOCK_NAME
 from metaopt.study_spec import StudySpec, load_study
 
 
+def _seed_of(path: Path) -> int:
+    """The meta-seed of a ``trials-seed-<m>.jsonl`` file's name (-1 if it is not one)."""
+    tail = path.stem.rpartition("-")[2]
+    return int(tail) if tail.isdigit() else -1
+
+
 def run_record_file(runs_dir: Path, name: str, instance: str, seed: int) -> Path:
     """``<runs_dir>/<name>/<instance>/seed-<seed>.json``: where one stored run record lives (the
     meta-optimization's inner runs and the evaluated ablation's runs; ``name`` is a γ hash)."""
@@ -189,6 +195,11 @@ class StudyStore:
         return read_meta_archive(self.archive_csv)
 
     @property
+    def lower_budget_archive_csv(self) -> Path:
+        """``meta/archive_lower_budgets.csv``: a multi-fidelity search's trials below the full inner budget."""
+        return self.meta_dir / "archive_lower_budgets.csv"
+
+    @property
     def gamma_star_json(self) -> Path:
         return self.meta_dir / GAMMA_STAR_NAME
 
@@ -200,6 +211,27 @@ class StudyStore:
     def trials_log(self, meta_seed: int) -> Path:
         """``meta/trials-seed-<m>.jsonl``: meta-seed m's trials in proposal order."""
         return self.meta_dir / f"trials-seed-{meta_seed}.jsonl"
+
+    def baseline_trials_log(self, baseline: str, meta_seed: int) -> Path:
+        """``meta/baselines/<name>/trials-seed-<m>.jsonl``: a meta-level baseline's trials (metaopt.meta)."""
+        return self.meta_dir / "baselines" / baseline / f"trials-seed-{meta_seed}.jsonl"
+
+    def baseline_trials_logs(self) -> dict[str, list[Path]]:
+        """The stored baselines' trials logs by baseline name, each list in meta-seed order."""
+        folder = self.meta_dir / "baselines"
+        if not folder.is_dir():
+            return {}
+        return {sub.name: sorted(sub.glob("trials-seed-*.jsonl"), key=_seed_of)
+                for sub in sorted(folder.iterdir()) if sub.is_dir()}
+
+    def trials_logs(self) -> list[Path]:
+        """The search's trials logs, in meta-seed order."""
+        return sorted(self.meta_dir.glob("trials-seed-*.jsonl"), key=_seed_of)
+
+    @property
+    def noise_csv(self) -> Path:
+        """``meta/noise.csv``: γ* and the best known design re-run on more seeds (the meta-objective's noise)."""
+        return self.meta_dir / "noise.csv"
 
     @property
     def meta_runs_dir(self) -> Path:

@@ -236,6 +236,11 @@ folder valid (ablation folders guard their own identity; importance is recompute
 the report always; ``report_with`` only adds other studies' runs to the report)."""
 
 
+FREE_META_FIELDS = ("archive", "baselines", "noise_seeds")
+"""Fields of the ``meta`` section that keep stored results valid: a compact meta-archive only supplies
+runs the search would compute, and the baselines and noise re-runs add runs beside the search's."""
+
+
 def _claim_output(study: Study) -> None:
     """Create the output folder for this study, or refuse if it holds another study's results.
 
@@ -245,7 +250,10 @@ def _claim_output(study: Study) -> None:
     marker = StudyStore(study.output).study_file
     if marker.exists():
         def results_fields(text: str) -> dict[str, Any]:
-            return {k: v for k, v in (yaml.safe_load(text) or {}).items() if k not in FREE_FIELDS}
+            fields = {k: v for k, v in (yaml.safe_load(text) or {}).items() if k not in FREE_FIELDS}
+            if isinstance(fields.get("meta"), dict):
+                fields["meta"] = {k: v for k, v in fields["meta"].items() if k not in FREE_META_FIELDS}
+            return fields
 
         stored = marker.read_text()
         if results_fields(stored) != results_fields(study.source):
@@ -258,8 +266,12 @@ def _claim_output(study: Study) -> None:
     atomic_write_text(marker, study.source)
 
 
-def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str | None, dict[str, Any]]:
-    """The optimize stage: SMAC over the training instances, once per restriction; returns the γ*'s."""
+def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
+                 deadline: float | None = None) -> dict[str | None, dict[str, Any]]:
+    """The optimize stage: the search over the training instances, once per restriction; returns the γ*'s.
+
+    ``deadline`` (``time.monotonic()``): a slice of a long search (``--stop-after``); past it no new
+    batch starts and :class:`metaopt.meta.SliceEnded` is raised once the runs under way are stored."""
     from metaopt.meta import MetaSetup, known_designs, optimize
     from metaopt.spaces.design_space import design_space
     from metaopt.spaces.restrictions import get_restriction
@@ -275,7 +287,10 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str |
         setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, ctx.budget, references, restriction, meta.objective,
                           tuple(meta.objective_budgets))
         space = get_restriction(restriction).space() if restriction else design_space()
-        print(f"optimize: SMAC (algorithm configuration) over {len(ctx.meta_instances)} training instances of "
+        search = ("random search" if meta.optimizer == "random" else "SMAC (algorithm configuration)"
+                  if meta.fidelity is None else f"SMAC (Hyperband over the inner budget, from "
+                                                f"{meta.fidelity.min_budget:g} of it, eta {meta.fidelity.eta})")
+        print(f"optimize: {search} over {len(ctx.meta_instances)} training instances of "
               f"{ctx.bench.name}, {meta.trials} trials x {len(meta.seeds)} meta-seeds in batches of {meta.batch_size}, "
               f"design space "
               f"{restriction or 'full'} ({len(space)} parameters), objective {meta.objective}")
@@ -290,7 +305,10 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False) -> dict[str |
                   f"the same as a design listed before them): {', '.join(outside)}")
         star = optimize(arm, setup, space, ctx.meta_instances, features, meta.trials, meta.seeds, executor, quiet,
                         batch_size=meta.batch_size, initial=initial, select_top=meta.select_top,
-                        select_seeds=meta.select_seeds, select_min_instance_fraction=meta.select_min_instance_fraction)
+                        select_seeds=meta.select_seeds, select_min_instance_fraction=meta.select_min_instance_fraction,
+                        optimizer=meta.optimizer, baselines=tuple(meta.baselines), noise_seeds=meta.noise_seeds,
+                        archive_file=Path(meta.archive) if meta.archive else None, deadline=deadline,
+                        fidelity=meta.fidelity)
         print(f"gamma* ({restriction or 'full space'}): mean objective {star['mean_objective']:.4f} on "
               f"{star['n_instances']} training instances ({star['n_configurations']} configurations, "
               f"{star['n_trials']} trials)")
@@ -358,8 +376,12 @@ STAGES = ("optimize", "evaluate", "ablate", "importance", "report")
 
 
 def run_stages(study: Study, stages: list[str], yahpo_data: str | None = None, quiet: bool = False,
-               workers: int | None = None, scheduler: str | None = None) -> None:
+               workers: int | None = None, scheduler: str | None = None, stop_after: float | None = None) -> None:
     """Run the given stages of a study in order, with one executor for all of them.
+
+    ``stop_after`` (seconds): the optimize stage starts no new batch after that long; the runs under
+    way are stored, the stages after it are skipped, and the next invocation continues the search
+    (a search longer than a session, in slices: ``metaopt study export-meta`` keeps its runs).
 
     Stages without work are skipped with a line saying so: optimize and importance without a
     ``meta`` section, evaluate without an ``evaluation`` section, ablate without ``ablation`` entries, importance with ``importance: false``. The output folder is locked for the
@@ -371,11 +393,12 @@ def run_stages(study: Study, stages: list[str], yahpo_data: str | None = None, q
     check_executor(workers or study.spec.workers, scheduler,
                    "--workers" if workers else f"{study.path}: field 'workers'")
     with output_lock(study.output):  # one process per output folder; released when this one ends
-        _run_stages_locked(ctx, stages, quiet, workers, scheduler)
+        deadline = None if stop_after is None else time.monotonic() + stop_after
+        _run_stages_locked(ctx, stages, quiet, workers, scheduler, deadline)
 
 
 def _run_stages_locked(ctx: StudyContext, stages: list[str], quiet: bool, workers: int | None,
-                       scheduler: str | None) -> None:
+                       scheduler: str | None, deadline: float | None = None) -> None:
     """The body of :func:`run_stages`, called while it holds the output folder's lock."""
     from metaopt.executor import make_executor
 
@@ -398,7 +421,15 @@ def _run_stages_locked(ctx: StudyContext, stages: list[str], quiet: bool, worker
                 print("importance: skipped (the study sets 'importance: false')")
                 continue
             if stage == "optimize":
-                run_optimize(ctx, executor, quiet)
+                from metaopt.meta import SliceEnded
+
+                try:
+                    run_optimize(ctx, executor, quiet, deadline)
+                except SliceEnded as ended:
+                    print(f"optimize: stopped at the --stop-after limit ({ended}); every finished run is stored. "
+                          f"Run the same command again to continue the search (`metaopt study export-meta "
+                          f"{study.output}` keeps its runs for another machine); the stages after it are skipped")
+                    return
             elif stage == "evaluate":
                 run_evaluate(ctx, executor, quiet)
             elif stage == "ablate":

@@ -73,6 +73,16 @@ class _InstancesAndSeeds(BaseModel):
         return _ids(value)
 
 
+class MetaFidelity(BaseModel):
+    """Multi-fidelity meta-optimization over the inner budget (``meta.fidelity``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    min_budget: float = Field(gt=0, lt=1)
+    """The smallest inner budget, as a fraction of the study's (e.g. 0.111: 30·d → 3.3·d)."""
+    eta: int = Field(default=3, ge=2)
+    """Hyperband's η: each rung keeps the best 1/η of its designs for an η times larger inner budget."""
+
+
 class MetaSpec(_InstancesAndSeeds):
     """How γ is searched: SMAC over training instances."""
 
@@ -94,6 +104,34 @@ class MetaSpec(_InstancesAndSeeds):
     select_min_instance_fraction: float = Field(default=1.0, gt=0, le=1)
     """Which configurations may be candidates: those run on at least this fraction of the training
     instances, ranked by their paired difference to the best run on all (1: only those run on all)."""
+    fidelity: MetaFidelity | None = None
+    """SMAC's multi-fidelity facade over the inner budget instead of its algorithm-configuration facade:
+    a trial is a design at a fraction of the inner budget on every training instance (metaopt.meta_search)."""
+    optimizer: Literal["smac", "random"] = "smac"
+    """The search: SMAC's algorithm-configuration facade, or random search over the same space (each
+    configuration on every training instance)."""
+    baselines: list[Literal["random", "seeds"]] = Field(default_factory=list)
+    """Meta-level baselines run after the search for the report's picture of it: ``random`` (the same
+    trials spent by random search) and ``seeds`` (every known design on every training instance)."""
+    noise_seeds: int = Field(default=0, ge=0, le=100)
+    """γ* and the best known design re-run on this many seeds of every training instance (0: not):
+    the meta-objective's noise, drawn as a band by the report (5 or more to see it)."""
+    archive: str | None = None
+    """A compact meta-archive (``metaopt study export-meta``): its runs count as stored, so that a
+    search continues from a committed archive on another machine."""
+
+    @model_validator(mode="after")
+    def _fidelity_needs_smac(self) -> "MetaSpec":
+        if self.fidelity is not None and self.optimizer != "smac":
+            raise ValueError("fidelity (multi-fidelity meta-optimization) is SMAC's: it needs optimizer smac")
+        return self
+
+    @field_validator("baselines")
+    @classmethod
+    def _distinct_baselines(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("must name each baseline (random, seeds) at most once")
+        return value
 
     @field_validator("batch_size", mode="before")
     @classmethod

@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("spaces", ("metaopt.spaces",)),
     ("engine", ("metaopt.loop", "metaopt.peers", "metaopt.tasks", "metaopt.trace")),
     ("analysis", ("metaopt.analysis",)),
-    ("stages", ("metaopt.meta", "metaopt.evaluation", "metaopt.ablation", "metaopt.ablation_estimators",
+    ("stages", ("metaopt.meta", "metaopt.meta_search", "metaopt.evaluation", "metaopt.ablation", "metaopt.ablation_estimators",
                 "metaopt.study", "metaopt.api")),
     ("cli", ("metaopt.cli", "metaopt.__main__", "metaopt.bench")),
     ("package", (ROOT,)),

@@ -13,6 +13,7 @@ import pytest
 
 from metaopt.cli import main
 import metaopt.meta
+import metaopt.meta_search
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.meta import meta_objective
@@ -70,7 +71,7 @@ def test_optimize_writes_archive_and_gamma_star_and_replays_identically(tmp_path
     # a second, identical run does not rerun SMAC for finished meta-seeds: the archive stays as it was
     capsys.readouterr()
     assert main(["optimize", str(path), "--quiet"]) == 0
-    assert capsys.readouterr().out.count("SMAC is not rerun") == 2
+    assert capsys.readouterr().out.count("the search is not rerun") == 2
     pd.testing.assert_frame_equal(archive, pd.read_csv(out / "archive.csv"))
     # more trials: SMAC replays the finished ones from the store and adds the rest
     path.write_text(STUDY.format(trials=12, out=tmp_path / "a"))
@@ -147,7 +148,7 @@ def test_resume_from_a_damaged_store_equals_uninterrupted_run(tmp_path, capsys):
     capsys.readouterr()
     assert main(["optimize", str(path), "--quiet"]) == 0
     assert results(folder) == before
-    assert "SMAC is not rerun" not in capsys.readouterr().out  # both meta-seeds were replayed
+    assert "the search is not rerun" not in capsys.readouterr().out  # both meta-seeds were replayed
     assert log(folder, 1)["cached"].all()
     assert set(log(folder, 2).query("not cached")["trial"]) == set(damaged)
     assert all(json.loads(p.read_text())["status"] == "ok" for p in damaged.values())  # rewritten
@@ -195,7 +196,7 @@ def test_failed_trials_write_no_gamma_star_and_are_retried(tmp_path, monkeypatch
     assert not any((tmp_path / "broken" / "meta" / name).exists() for name in RESULTS)
     monkeypatch.setattr(metaopt.loop, "run", real_run)
     assert main(["optimize", str(path), "--quiet"]) == 0
-    assert "SMAC is not rerun" not in capsys.readouterr().out
+    assert "the search is not rerun" not in capsys.readouterr().out
     assert main(["optimize", str(write(tmp_path, "clean", trials=6, seeds="[1]")), "--quiet"]) == 0
     assert results(tmp_path / "broken") == results(tmp_path / "clean")
     assert (log(tmp_path / "broken", 1)["status"] == "ok").all()
@@ -204,8 +205,6 @@ def test_failed_trials_write_no_gamma_star_and_are_retried(tmp_path, monkeypatch
 def test_a_batch_runs_each_distinct_uncached_trial_once(tmp_path):
     """Two SMAC configurations that complete to the same gamma in one batch run once; stored runs
     are not rerun; results come back in ask order; a failed run does not enter the cache."""
-    from types import SimpleNamespace
-
     def fake_run(gamma, instance, seed):
         status = "failed" if gamma["x"] == 3 else "ok"
         return {"gamma": gamma, "hash": gamma_hash(gamma), "instance": instance, "seed": seed,
@@ -214,13 +213,13 @@ def test_a_batch_runs_each_distinct_uncached_trial_once(tmp_path):
     stored = {"x": 2}
     cache = {(gamma_hash(stored), "i", 0): {"gamma": stored, "hash": gamma_hash(stored), "instance": "i",
                                             "seed": 0, "status": "ok", "objective": 2.0}}
-    infos = [SimpleNamespace(config={"x": x}, instance="i", seed=0) for x in (1, 2, 1, 3)]
-    batch = metaopt.meta._Batch(infos, [dict(info.config) for info in infos], cache)
+    gammas = [{"x": x} for x in (1, 2, 1, 3)]
+    batch = metaopt.meta_search.Batch([(gamma_hash(g), "i", 0) for g in gammas], gammas, cache)
     assert [gamma["x"] for gamma in batch.todo.values()] == [1, 3]
     store = StudyStore(tmp_path)
     for key, gamma in batch.todo.items():
         assert not batch.done
-        batch.deliver(key, metaopt.meta._store_record(store, fake_run(gamma, key[1], key[2])))
+        batch.deliver(key, metaopt.meta_search.store_record(store, fake_run(gamma, key[1], key[2])))
     assert batch.done
     assert [(r["objective"], cached) for r, cached in batch.results()] == [(1.0, False), (2.0, True), (1.0, True),
                                                                            (3.0, False)]
@@ -452,3 +451,117 @@ def test_a_meta_seed_proposes_the_same_trials_alone_or_beside_others(tmp_path):
         assert main(["optimize", str(path), "--quiet", "--workers", "2"]) == 0
     assert (tmp_path / "alone" / "meta" / "trials-seed-2.jsonl").read_bytes() == \
         (tmp_path / "beside" / "meta" / "trials-seed-2.jsonl").read_bytes()
+
+
+BASELINES = """
+name: meta_baselines
+benchmark: synthetic:mlp
+budget: 4d
+meta:
+  instances: {{split: train, limit: 2}}
+  restriction: table4
+  trials: 6
+  seeds: [1]
+  baselines: [random, seeds]
+  noise_seeds: 2
+output: {out}
+"""
+
+
+def test_meta_level_baselines_and_noise(tmp_path, capsys):
+    """The baselines spend the search's trials on random configurations (each on every training
+    instance in turn) and run every known design on every instance, all with the search's inner
+    seed; the noise re-runs give gamma* one mean objective per extra seed; a rerun runs nothing."""
+    path = tmp_path / "b.yaml"
+    path.write_text(BASELINES.format(out=tmp_path / "b"))
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    store = StudyStore(tmp_path / "b")
+    search = log(tmp_path / "b", 1)
+    logs = store.baseline_trials_logs()
+    assert sorted(logs) == ["random", "seeds"]
+    random = pd.read_json(logs["random"][0], lines=True)
+    assert len(random) == 6 and set(random["seed"]) == set(search["seed"])
+    assert list(random["instance"]) == list(random["instance"][:2]) * 3  # each configuration on both, in order
+    assert random.groupby("hash", sort=False)["instance"].count().tolist() == [2, 2, 2]
+    seeds = pd.read_json(logs["seeds"][0], lines=True)
+    assert len(seeds) % 2 == 0 and seeds["hash"].nunique() == len(seeds) // 2 >= 3
+    noise = pd.read_csv(store.noise_csv)
+    star = json.loads(store.gamma_star_json.read_text())
+    assert (noise[noise["design"] == "gamma*"]["hash"] == star["hash"]).all()
+    assert noise.groupby("design")["seed"].count().eq(2).all()
+    assert not set(noise["seed"]) & set(search["seed"])
+    capsys.readouterr()
+    runs = len(list(store.meta_runs_dir.glob("*/*/seed-*.json")))
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    assert len(list(store.meta_runs_dir.glob("*/*/seed-*.json"))) == runs
+    assert "the search is not rerun" in capsys.readouterr().out
+
+
+def test_a_search_continues_from_its_exported_meta_archive(tmp_path, capsys):
+    """A slice stopped by --stop-after writes no archive; its runs exported to a compact meta-archive
+    and read by meta.archive on a fresh store give exactly an uninterrupted search's archive and gamma*."""
+    whole = write(tmp_path, "whole", trials=8, seeds="[1]")
+    assert main(["optimize", str(whole), "--quiet"]) == 0
+    sliced = tmp_path / "sliced.yaml"
+    exported = tmp_path / "meta_runs.jsonl.gz"
+    sliced.write_text(whole.read_text().replace(str(tmp_path / "whole"), str(tmp_path / "sliced"))
+                      .replace("  seeds: [1]\n", f"  seeds: [1]\n  archive: {exported}\n", 1))
+    capsys.readouterr()
+    assert main(["optimize", str(sliced), "--quiet", "--stop-after", "0s"]) == 0
+    assert "stopped at the --stop-after limit" in capsys.readouterr().out
+    store = StudyStore(tmp_path / "sliced")
+    assert not store.archive_csv.exists() and len(log(tmp_path / "sliced", 1)) == 4  # the first batch only
+    assert main(["study", "export-meta", str(tmp_path / "sliced")]) == 0
+    import shutil
+
+    shutil.rmtree(tmp_path / "sliced")  # another machine: only the exported file is left
+    capsys.readouterr()
+    assert main(["optimize", str(sliced), "--quiet"]) == 0
+    assert "(4 from the store" in capsys.readouterr().out
+    assert results(tmp_path / "sliced") == results(tmp_path / "whole")
+    # the export holds what the store holds, and is refused when damaged
+    assert main(["study", "export-meta", str(tmp_path / "sliced"), "--out", str(tmp_path / "again.jsonl.gz")]) == 0
+    import gzip
+
+    assert len(gzip.decompress((tmp_path / "again.jsonl.gz").read_bytes()).splitlines()) == 8
+    exported.write_bytes(gzip.compress(b'{"hash": "x"}\n'))
+    shutil.rmtree(tmp_path / "sliced")
+    capsys.readouterr()
+    assert main(["optimize", str(sliced), "--quiet"]) == 2
+    assert "line 1 is not a finished run record" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["abc", "-5m", "nanh"])
+def test_stop_after_must_be_a_duration(tmp_path, value, capsys):
+    path = write(tmp_path, "d")
+    assert main(["optimize", str(path), f"--stop-after={value}"]) == 2
+    assert "expected a duration" in capsys.readouterr().err
+
+
+def test_multi_fidelity_search_over_the_inner_budget(tmp_path):
+    """meta.fidelity: SMAC's Hyperband over the inner budget; each SMAC trial runs on every training
+    instance; runs below the full budget are stored under their own name with their inner budget,
+    kept out of archive.csv (gamma* is chosen at the full budget) and cheaper than full runs."""
+    path = tmp_path / "mf.yaml"
+    path.write_text(STUDY.format(trials=36, out=tmp_path / "mf").replace(
+        "  seeds: [1, 2]\n", "  seeds: [1]\n  fidelity: {min_budget: 0.25, eta: 2}\n", 1))
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    out = tmp_path / "mf" / "meta"
+    trials = log(tmp_path / "mf", 1)
+    assert len(trials) >= 36 and len(trials) % 3 == 0
+    low = trials[trials["inner_budget"].notna()]
+    assert set(low["inner_budget"]) <= {0.25, 0.5} and len(low) > 0
+    assert all(h.endswith(f"@{b:g}") for h, b in zip(low["hash"], low["inner_budget"]))
+    # each SMAC trial: one configuration at one budget on all three instances, in order
+    for start in range(0, len(trials), 3):
+        group = trials.iloc[start:start + 3]
+        assert group["hash"].nunique() == 1 and group["instance"].nunique() == 3
+    archive = pd.read_csv(out / "archive.csv")
+    assert not archive["hash"].str.contains("@").any()
+    assert len(pd.read_csv(out / "archive_lower_budgets.csv")) == len(low)
+    record = json.loads(next((out / "runs").glob("*@0.25/*/seed-*.json")).read_text())
+    assert record["inner_budget"] == 0.25 and record["summary"]["budget"] == pytest.approx(record["summary"]["budget"])
+    full = json.loads(next(p for p in (out / "runs").glob("*/*/seed-*.json") if "@" not in str(p)).read_text())
+    assert record["summary"]["budget"] == pytest.approx(0.25 * full["summary"]["budget"])
+    star = json.loads((out / "gamma_star.json").read_text())
+    assert "@" not in star["hash"] and star["n_instances"] == 3
