@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, Generator, Mapping, Sequence
 
 import numpy as np
@@ -99,9 +100,9 @@ class Batch:
     def __len__(self) -> int:
         return len(self.configs)
 
-    @property
+    @cached_property
     def trials(self) -> list[Trial]:
-        """The batch's configurations as :class:`Trial` s, in batch order."""
+        """The batch's configurations as :class:`Trial` s, in batch order (made once per batch)."""
         return [Trial(self.first_trial + i, config, self.fidelity, int(config_id), self.index)
                 for i, (config, config_id) in enumerate(zip(self.configs, self.ids))]
 
