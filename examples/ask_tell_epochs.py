@@ -2,8 +2,8 @@
 
 For training code that cannot be wrapped in one function call (here: SGDClassifier trained epoch by
 epoch with ``partial_fit`` on scikit-learn's digits, validation error after the requested number of
-epochs). ``ask()`` hands out a batch of configurations and the number of epochs to train them for;
-``tell()`` takes their validation errors (and, optionally, costs). Run from the repository root:
+epochs). ``ask()`` hands out a trial (a configuration and the number of epochs to train it for);
+``tell(trial, error)`` takes its validation error (and, optionally, a cost). Run from the repository root:
 
     .venv/bin/python examples/ask_tell_epochs.py [--optimizer hb] [--quick]
 """
@@ -44,16 +44,12 @@ def main() -> None:
                Categorical("loss", ["hinge", "log_loss", "modified_huber"])])
     loop = metaopt.ask_tell(space, optimizer=args.optimizer, budget="5d" if args.quick else "30d",
                             fidelity=("epochs", 1, 9 if args.quick else 27), seed=0)
-    batches = 0
-    while (batch := loop.ask()) is not None:
-        errors = [train(config, int(batch.fidelity)) for config in batch.configs]
-        loop.tell(errors)  # cost defaults to epochs / max epochs
-        batches += 1
+    while (trial := loop.ask()) is not None:
+        loop.tell(trial, train(trial.config, int(trial.fidelity)))  # cost defaults to epochs / max epochs
     result = loop.result()
-    best = result.trace.loc[result.trace["loss"].idxmin()]
-    print(f"{batches} batches, {len(result.trace)} evaluations, stop: {result.summary['stop_reason']}")
-    print(f"best validation error {best['loss']:.4f} at {int(best['fidelity'])} epochs: "
-          f"{loop.config_of(int(best['config_id']))}")
+    print(f"{result.trace['batch'].nunique()} batches, {len(result.trace)} evaluations, "
+          f"stop: {result.summary['stop_reason']}")
+    print(f"best validation error {result.loss:.4f} at the most epochs tried: {result.config}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ ask/tell loop, ``metaopt.ask_tell(space, optimizer=...)`` (:mod:`metaopt.api`, d
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["AskTell", "MinimizeResult", "ask_tell", "minimize"]
+__all__ = ["AskTell", "MinimizeResult", "Trial", "ask_tell", "minimize"]
 
 
 def __getattr__(name: str) -> Any:

@@ -212,6 +212,7 @@ def cmd_run(args: argparse.Namespace) -> None:
             bar.refresh()
         result = run(config, problem, args.seed, budget, progress=progress, reference=reference)
     result.summary["optimizer"] = name
+    result.summary["best_config"] = result.config
     if problem.cheap_end_override:
         result.summary["cheap_end"] = problem.cheap_end
     if args.out:
@@ -328,6 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("name", metavar="NAME")
     q.add_argument("--benchmark", default="synthetic:mlp",
                    help="benchmark whose fidelity range fixes Hyperband's mu(1) (default synthetic:mlp)")
+    q.add_argument("--fidelity", metavar="R_MIN:R_MAX",
+                   help="a fidelity range instead of a benchmark's, e.g. 1:27 (integers: an integer fidelity), "
+                        "as metaopt.minimize(fidelity=(name, 1, 27)) uses")
     _add_data_option(q)
     q.set_defaults(func=cmd_presets)
 
@@ -671,12 +675,36 @@ def cmd_presets(args: argparse.Namespace) -> None:
     from metaopt.benchmarks import get_benchmark
     from metaopt.spaces.resolve import resolve_optimizer
 
-    bench = get_benchmark(args.benchmark, args.yahpo_data)
-    resolved = resolve_optimizer(args.name, bench.fidelity, "presets show")
+    if args.fidelity is not None:
+        fidelity, where = _fidelity_range(args.fidelity), "a problem"
+    else:
+        fidelity, where = get_benchmark(args.benchmark, args.yahpo_data).fidelity, args.benchmark
+    resolved = resolve_optimizer(args.name, fidelity, "presets show")
     preset = PRESETS.get(args.name)
     about = f"{preset.description} ({preset.reference})" if preset else f"the configuration in {args.name}"
-    print(f"{resolved.name}: {about}; as used on {bench.name}", file=sys.stderr)
+    print(f"{resolved.name}: {about}; as used on {where} with the fidelity range "
+          f"[{fidelity.r_min:g}, {fidelity.r_max:g}] (mu and the stages depend on the range: "
+          "--benchmark or --fidelity R_MIN:R_MAX give another)", file=sys.stderr)
     print(json.dumps(resolved.config, indent=1))
+
+
+def _fidelity_range(text: str) -> Any:
+    """``R_MIN:R_MAX`` of ``presets show --fidelity`` as the Fidelity ``metaopt.minimize`` makes of it."""
+    from ConfigSpace import ConfigurationSpace
+
+    from metaopt.benchmarks.function import make_fidelity
+
+    low, sep, high = text.partition(":")
+    try:
+        bounds = [int(v) if v.strip().lstrip("-").isdigit() else float(v) for v in (low, high)]
+    except ValueError:
+        bounds = []
+    if not sep or len(bounds) != 2:
+        raise UsageError(f"--fidelity {text}: expected R_MIN:R_MAX, e.g. 1:27 or 0.1:1")
+    try:
+        return make_fidelity(("fidelity", *bounds), ConfigurationSpace())
+    except UsageError as err:
+        raise UsageError(f"--fidelity {text}: {str(err).partition(': ')[2]}") from None
 
 
 def _space(restrict: str | None):

@@ -33,8 +33,10 @@ charged to the budget, but never becomes the incumbent (surrogates drop it, CFO 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, Generator, Mapping, Sequence
 
 import numpy as np
@@ -48,6 +50,7 @@ from metaopt.components.proposals import Proposal
 from metaopt.components.stopping import BudgetRule, StoppingRule
 from metaopt.archive import Archive
 from metaopt.benchmarks.base import Problem
+from metaopt.benchmarks.function import as_loss, as_losses
 from metaopt.budget import Budget, BudgetMeter
 from metaopt.errors import UsageError
 from metaopt.context import ProposalContext, RunState
@@ -62,20 +65,46 @@ ProgressFn = Callable[[float], None]
 
 
 @dataclass(frozen=True)
+class Trial:
+    """One evaluation the loop asks for: evaluate ``config`` at ``fidelity`` and tell its loss.
+
+    ``id`` numbers the trials of a run in the order they are asked (0, 1, ...); ``config_id`` is
+    the run's configuration ID (a promoted configuration keeps it and is asked again at a higher
+    fidelity); ``batch`` the index of the batch the trial belongs to.
+    """
+
+    id: int
+    config: dict[str, Any]
+    fidelity: float
+    config_id: int
+    batch: int
+
+
+@dataclass(frozen=True)
 class Batch:
     """One batch the loop asks to have evaluated: configurations, all at one fidelity.
 
     ``ids`` are the run's configuration IDs (a promoted configuration keeps its ID and is asked
     again at a higher fidelity); ``configs`` the configurations as dicts of the searched
-    hyperparameters (inactive ones absent), in the order the losses must be told.
+    hyperparameters (inactive ones absent), in the order the losses must be told;
+    ``first_trial`` the trial ID of the first configuration (the others follow in order) and
+    ``index`` the batch's number in the run.
     """
 
     ids: np.ndarray
     configs: list[dict[str, Any]]
     fidelity: float
+    first_trial: int = 0
+    index: int = 0
 
     def __len__(self) -> int:
         return len(self.configs)
+
+    @cached_property
+    def trials(self) -> list[Trial]:
+        """The batch's configurations as :class:`Trial` s, in batch order (made once per batch)."""
+        return [Trial(self.first_trial + i, config, self.fidelity, int(config_id), self.index)
+                for i, (config, config_id) in enumerate(zip(self.configs, self.ids))]
 
 
 @dataclass
@@ -140,6 +169,10 @@ class _Run:
         self.vectors: list[np.ndarray] = []  # config_id -> vector
         self.progress = progress
         self.stop_reason: str | None = None
+        self.stop_request: str | None = None
+        """Set by :meth:`AskTell.stop` before it tells a batch's told prefix: the stop reason."""
+        self.n_asked = 0
+        """Trials asked so far (the next batch's first trial ID)."""
 
     # -- proposal ---------------------------------------------------------------------------
     def _draw(self, n: int, fidelity: float) -> np.ndarray:
@@ -207,13 +240,19 @@ class _Run:
             self.stop_reason = "budget"
             return ids, np.empty(0), np.empty(0)
         X = np.stack([self.vectors[i] for i in ids])
-        loss, cost = yield Batch(ids, self.codec.to_dicts(X), fidelity)
+        batch = Batch(ids, self.codec.to_dicts(X), fidelity, self.n_asked, self.state.n_batches)
+        self.n_asked += len(ids)
+        loss, cost = yield batch
+        loss = np.where(np.isfinite(loss), loss, np.nan)  # NaN and ±inf: a failed evaluation
+        if len(loss) < len(ids):  # the driver stopped the run (AskTell.stop): keep the told prefix
+            self.stop_reason = self.stop_request
+            ids, X = ids[:len(loss)], X[:len(loss)]
         keep = self.meter.affordable(cost)
         if keep < len(ids):
             self.stop_reason = "budget"
             ids, X, loss, cost = ids[:keep], X[:keep], loss[:keep], cost[:keep]
-            if keep == 0:
-                return ids, loss, cost
+        if len(ids) == 0:
+            return ids, loss, cost
         n = len(ids)
         self.state.archive.add(
             X, config_id=ids, batch=np.full(n, self.state.n_batches), stage=np.full(n, stage),
@@ -265,16 +304,42 @@ class _Run:
                     j = len(plan.stages) - 1
 
 
+@dataclass
+class Result(RunResult):
+    """A run's trace and summary (:class:`RunResult`) and its incumbent.
+
+    ``config`` is the configuration with the lowest loss at the highest fidelity evaluated (the
+    full fidelity, unless the budget ended before any configuration got there), ``loss`` its loss;
+    None and NaN while no evaluation has succeeded.
+    """
+
+    config: dict[str, Any] | None = None
+    loss: float = math.nan
+
+    @property
+    def n_failed(self) -> int:
+        """Failed evaluations in the trace (loss NaN: the objective failed, or returned NaN or ±inf)."""
+        return int(self.trace["loss"].isna().sum())
+
+
 class AskTell:
-    """One run of the optimizer γ driven from outside: ``ask`` for a batch, evaluate it, ``tell`` the results.
+    """One run of the optimizer γ driven from outside: ``ask`` for trials, evaluate them, ``tell`` the results.
 
     For training loops that cannot be wrapped in a function (and the drivers :func:`run` and
     :func:`metaopt.api.minimize`)::
 
         loop = AskTell(get_preset("hb").config(problem.fidelity), problem, seed=1, budget="30d")
-        while (batch := loop.ask()) is not None:
-            loop.tell([train(config, batch.fidelity) for config in batch.configs])
+        while (trial := loop.ask()) is not None:
+            loop.tell(trial, train(trial.config, trial.fidelity))
         result = loop.result()
+
+    The loop is batch-synchronous: it proposes a batch (configurations at one fidelity) and
+    proposes the next one once every trial of the batch has been told. :meth:`ask` hands out the
+    current batch's trials one at a time and returns None when all of them are out (and when the
+    run is over: :attr:`done`); :meth:`tell` takes each trial's result in any order. The results
+    reach the optimizer in batch order once the batch is complete, so the trace does not depend
+    on the order of the tells. :meth:`ask_batch` / :meth:`tell_batch` do the same a whole batch
+    at a time (:func:`run` uses them).
 
     The loop's semantics do not depend on the driver: batches, budget accounting (only what fits is
     asked; for a cost budget, evaluations told past the budget are discarded), promotion, stopping
@@ -292,6 +357,10 @@ class AskTell:
         self._run = _Run(self.optimizer, problem, self.seed, self.budget, progress)
         self._steps = self._run.execute()
         self._pending: Batch | None = None
+        self._handed_out = 0
+        """How many trials of the pending batch :meth:`ask` has handed out."""
+        self._told: dict[int, tuple[float, float]] = {}
+        """(loss, cost) of the pending batch's trials told so far, by position in the batch."""
         self._done = False
         self._started = time.perf_counter()
         self._advance(None)
@@ -302,58 +371,139 @@ class AskTell:
             self._pending = next(self._steps) if answer is None else self._steps.send(answer)
         except StopIteration:
             self._pending, self._done = None, True
+        self._handed_out, self._told = 0, {}
 
     @property
     def done(self) -> bool:
-        """Whether the run is over (budget spent or a stopping rule fired)."""
+        """Whether the run is over (budget spent, a stopping rule fired, or :meth:`stop`)."""
         return self._done
 
-    def ask(self) -> Batch | None:
-        """The batch to evaluate next, or None once the run is over.
+    @property
+    def pending(self) -> list[Trial]:
+        """The trials asked and not told yet, in the order they were asked."""
+        if self._pending is None:
+            return []
+        return [t for i, t in enumerate(self._pending.trials[:self._handed_out]) if i not in self._told]
+
+    def ask(self) -> Trial | None:
+        """The next trial to evaluate; None when every trial of the current batch is out (tell
+        them to go on) or the run is over (:attr:`done`)."""
+        batch = self._pending
+        if batch is None or self._handed_out == len(batch):
+            return None
+        self._handed_out += 1
+        return batch.trials[self._handed_out - 1]
+
+    def ask_batch(self) -> Batch | None:
+        """The current batch, all its trials handed out at once; None once the run is over.
 
         Asking again before telling returns the same batch.
         """
+        if self._pending is not None:
+            self._handed_out = len(self._pending)
         return self._pending
 
-    def tell(self, loss: Sequence[float] | np.ndarray, cost: Sequence[float] | np.ndarray | None = None) -> None:
-        """Report the losses (and costs) of the batch :meth:`ask` returned, in its order.
+    def tell(self, trial: Trial | int, loss: Any, cost: Any = None) -> None:
+        """Report the result of one trial (a :class:`Trial` from :meth:`ask`, or its ID), in any order.
 
-        ``cost`` defaults to the fidelity's share of a full evaluation (r / r_max) for every
-        configuration. A NaN or infinite loss marks a failed evaluation. Raises
-        :class:`UsageError` when no batch is pending or the lengths do not match.
+        ``loss`` must be a real number (a NaN or infinite loss marks a failed evaluation); ``cost``
+        a finite number >= 0, by default the fidelity's share of a full evaluation (r / r_max).
+        When the last trial of the batch is told, the loop goes on to the next batch. Raises
+        :class:`UsageError` for a trial never asked, one told before, or a bad value.
+        """
+        batch = self._pending
+        trial_id = trial.id if isinstance(trial, Trial) else trial
+        if not isinstance(trial_id, (int, np.integer)) or isinstance(trial_id, bool):
+            raise UsageError(f"tell: expected a trial from ask() or its id, got {trial!r}")
+        if batch is None:
+            raise UsageError(f"tell: trial {trial_id} is not waiting for a result: the run is over")
+        position = int(trial_id) - batch.first_trial
+        if position < 0 or position in self._told:  # earlier batches are complete: all told
+            raise UsageError(f"tell: trial {trial_id} was already told")
+        if position >= self._handed_out:
+            raise UsageError(f"tell: trial {trial_id} was never asked")
+        if isinstance(trial, Trial) and trial != batch.trials[position]:
+            raise UsageError(f"tell: trial {trial_id} is not the trial this loop asked (another loop's?)")
+        self._told[position] = (as_loss(loss, "tell: loss"), self._cost(cost, batch.fidelity, "tell: cost"))
+        if len(self._told) == len(batch):
+            answers = [self._told[i] for i in range(len(batch))]
+            self._advance((np.array([a[0] for a in answers]), np.array([a[1] for a in answers])))
+
+    def tell_batch(self, loss: Sequence[Any] | np.ndarray, cost: Sequence[Any] | np.ndarray | None = None) -> None:
+        """Report the losses (and costs) of the whole batch :meth:`ask_batch` returned, in its order.
+
+        The values as for :meth:`tell`. Raises :class:`UsageError` when no batch is pending, some
+        of its trials were told one at a time, or the lengths do not match.
         """
         batch = self._pending
         if batch is None:
-            raise UsageError("tell: no batch is waiting for results; call ask() first"
+            raise UsageError("tell_batch: no batch is waiting for results; call ask_batch() first"
                              + (" (the run is over)" if self._done else ""))
-        loss = np.asarray(loss, dtype=float).reshape(-1)
+        if self._told:
+            raise UsageError("tell_batch: some trials of this batch were told one at a time; tell the others so")
         if cost is None:
-            cost = np.full(len(batch), batch.fidelity / self.problem.fidelity.r_max)
-        cost = np.asarray(cost, dtype=float).reshape(-1)
+            cost = np.full(len(batch), self._default_cost(batch.fidelity))
+        loss, cost = as_losses(loss, "tell_batch: loss"), np.asarray(cost, dtype=float).reshape(-1)
         for name, values in (("loss", loss), ("cost", cost)):
             if len(values) != len(batch):
-                raise UsageError(f"tell: {name} has {len(values)} values for a batch of {len(batch)} configurations")
+                raise UsageError(f"tell_batch: {name} has {len(values)} values for a batch of "
+                                 f"{len(batch)} configurations")
         if not (np.isfinite(cost) & (cost >= 0)).all():
-            raise UsageError("tell: every cost must be a finite number >= 0")
+            raise UsageError("tell_batch: every cost must be a finite number >= 0")
         self._advance((loss, cost))
+
+    def stop(self, reason: str) -> None:
+        """End the run now (e.g. on a timeout); ``reason`` becomes the summary's stop reason.
+
+        Of the pending batch, the trials told so far in batch order from its first one (its told
+        prefix) are recorded; later told trials and untold ones are dropped. Nothing happens once
+        the run is over.
+        """
+        if self._pending is None:
+            return
+        prefix = []
+        while len(prefix) in self._told:
+            prefix.append(self._told[len(prefix)])
+        self._run.stop_request = reason
+        self._advance((np.array([p[0] for p in prefix], dtype=float), np.array([p[1] for p in prefix], dtype=float)))
+        if not self._done:  # the loop always ends after a stop request; this is a programming error
+            raise AssertionError("the run went on after stop()")
+
+    def _default_cost(self, fidelity: float) -> float:
+        """The cost of an evaluation told without one: r / r_max."""
+        return fidelity / self.problem.fidelity.r_max
+
+    def _cost(self, cost: Any, fidelity: float, field: str) -> float:
+        """A told cost, checked (a finite number >= 0), or the default cost at ``fidelity``."""
+        if cost is None:
+            return self._default_cost(fidelity)
+        value = as_loss(cost, field)
+        if not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"{field} must be a finite number >= 0, got {cost!r}")
+        return value
 
     def config_of(self, config_id: int) -> dict[str, Any]:
         """The configuration (a dict, inactive hyperparameters absent) with the run's ID ``config_id``."""
         return self._run.codec.to_dicts(self._run.vectors[config_id][None])[0]
 
-    def result(self) -> RunResult:
-        """The trace and summary of the run so far (complete once :attr:`done`), as :func:`run` returns them."""
+    def result(self) -> Result:
+        """The trace, summary and incumbent of the run so far (complete once :attr:`done`)."""
         run_state = self._run
         wall = time.perf_counter() - self._started
         trace = build_trace(run_state.state.archive, run_state.codec, self.problem, self.budget, self.reference)
         summary = summarize(trace, self.problem, self.budget, run_state.stop_reason or "budget", self.seed,
                             self.optimizer.config, self.reference)
         summary["wall_time_s"] = wall
-        return RunResult(trace, summary)
+        finite = trace[trace["loss"].notna()]
+        if len(finite) == 0:
+            return Result(trace, summary)
+        top = finite[finite["fidelity"] == finite["fidelity"].max()]
+        row = top.loc[top["loss"].idxmin()]
+        return Result(trace, summary, self.config_of(int(row["config_id"])), float(row["loss"]))
 
 
 def run(config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget | str,
-        progress: ProgressFn | None = None, reference: Any = None) -> RunResult:
+        progress: ProgressFn | None = None, reference: Any = None) -> Result:
     """Run the optimizer γ = ``config`` on ``problem`` with ``seed`` until ``budget`` is spent.
 
     ``budget`` is a :class:`Budget` or a spec such as ``"30d"``. ``reference`` (a
@@ -361,7 +511,7 @@ def run(config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget |
     The driver of :class:`AskTell` that answers each batch with one batched ``problem.evaluate``.
     """
     loop = AskTell(config, problem, seed, budget, progress, reference)
-    while (batch := loop.ask()) is not None:
+    while (batch := loop.ask_batch()) is not None:
         result = problem.evaluate(batch.configs, np.full(len(batch), batch.fidelity))
-        loop.tell(result.loss, result.cost)
+        loop.tell_batch(result.loss, result.cost)
     return loop.result()

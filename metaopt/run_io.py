@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from metaopt.errors import UsageError
 from metaopt.store_utils import atomic_write_text, file_digest
 
 TRACE_DIGEST = "trace_sha256"
@@ -101,3 +104,81 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, float) and value != value:
         return None
     return value
+
+
+EVALUATIONS_FILE = "evaluations.jsonl"
+"""The evaluation log of a ``metaopt.minimize(output=...)`` folder (:class:`EvaluationLog`)."""
+
+
+class EvaluationLog:
+    """``<output>/evaluations.jsonl``: every evaluation of a ``metaopt.minimize`` run, appended as it finishes.
+
+    The first line is a header naming the run (optimizer configuration, seed, budget, search
+    space, fidelity); each further line one evaluation (trial ID, configuration, fidelity, loss,
+    cost, error), flushed and synced to disk before the run goes on, so a crash loses at most the
+    evaluations that were running. Opening the log of an earlier call with the same header resumes
+    it: :meth:`stored` hands back its evaluations, so the objective is not called for them. A
+    header that differs is a UsageError naming ``field``; a line cut short by a crash is dropped.
+    (Hand-written: a few lines of append-and-fsync; a database would be a new dependency.)
+    """
+
+    def __init__(self, directory: Path, header: dict[str, Any], field: str) -> None:
+        self.path = Path(directory) / EVALUATIONS_FILE
+        self.records: dict[int, dict[str, Any]] = {}
+        header = json.loads(json.dumps(jsonable(header)))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = self.path.read_bytes() if self.path.exists() else b""
+        complete = data[: data.rfind(b"\n") + 1]  # a last line without its newline was cut short
+        lines = complete.decode().splitlines()
+        if lines:
+            stored = self._parse(lines[0], 1)
+            differs = [key for key in sorted(set(header) | set(stored)) if header.get(key) != stored.get(key)]
+            if differs:
+                raise UsageError(f"{field}: {directory} holds the evaluations of another run ({', '.join(differs)} "
+                                 "differ); give another folder, or delete it to start again")
+            for number, line in enumerate(lines[1:], start=2):
+                record = self._parse(line, number)
+                self.records[int(record["trial"])] = record
+        self._file = self.path.open("r+b" if data else "wb")
+        self._file.truncate(len(complete))
+        self._file.seek(len(complete))
+        if not lines:
+            self._append(header)
+
+    def _parse(self, line: str, number: int) -> dict[str, Any]:
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            value = None
+        if not isinstance(value, dict):
+            raise DamagedRun(f"{self.path} line {number} is not a JSON object; the log is damaged "
+                             "(delete the folder to start again)")
+        return value
+
+    def _append(self, record: dict[str, Any]) -> None:
+        self._file.write((json.dumps(jsonable(record)) + "\n").encode())
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def stored(self, trial: int, config: dict[str, Any], fidelity: float) -> tuple[float, float, str | None] | None:
+        """(loss, cost, error) of trial ``trial`` if the log holds it, else None. Called before the
+        trial is evaluated; a stored trial whose configuration or fidelity differs is a UsageError
+        (the log is another run's)."""
+        record = self.records.get(trial)
+        if record is None:
+            return None
+        if record["config"] != json.loads(json.dumps(jsonable(config))) or record["fidelity"] != fidelity:
+            raise UsageError(f"{self.path}: trial {trial} was {record['config']} at fidelity {record['fidelity']}, "
+                             f"not {config} at {fidelity}: the log is another run's; give another folder")
+        loss = math.nan if record["loss"] is None else float(record["loss"])
+        return loss, float(record["cost"]), record["error"]
+
+    def append(self, trial: int, config: dict[str, Any], fidelity: float,
+               outcome: tuple[float, float, str | None]) -> None:
+        """Called as each evaluation finishes: append it (and sync it to disk)."""
+        loss, cost, error = outcome
+        self._append({"trial": trial, "config": config, "fidelity": fidelity, "loss": loss, "cost": cost,
+                      "error": error})
+
+    def close(self) -> None:
+        self._file.close()

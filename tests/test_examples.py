@@ -37,3 +37,15 @@ def test_study_over_a_user_defined_benchmark_family(tmp_path):
     assert report.exists() and "python:branin_family:make_benchmark" in report.read_text()
     table = (tmp_path / "results" / "branin_family" / "eval" / "table.md").read_text()
     assert all(name in table for name in ("gamma_star", "rs", "hb", "bohb"))
+
+
+def test_a_killed_minimize_run_resumes_to_the_uninterrupted_trace(tmp_path):
+    out = _run([sys.executable, str(EXAMPLES / "resume_minimize.py"), "--kill-at", "30", "--out", str(tmp_path / "run")],
+               tmp_path)
+    assert "killed run: exit status 9, 29 evaluations stored, trace.csv written: False" in out
+    assert "29 read back" in out and "same trace as an uninterrupted run: True" in out
+
+
+def test_asynchronous_ask_tell_with_several_pending_trials(tmp_path):
+    out = _run([sys.executable, str(EXAMPLES / "ask_tell_async.py"), "--workers", "4"], tmp_path)
+    assert "up to 4 pending at once" in out and "same trace as a serial run: True" in out

@@ -8,16 +8,18 @@ fidelity's share of a full one, r / r_max — deterministic, unlike a measured t
 pure function of its inputs; return a cost (e.g. the fit time) for cost budgets and cost-aware
 components.
 
-Failures are the user's function's, not the run's: an objective that raises, or returns NaN or
-±inf, gives a *failed evaluation* (loss NaN, nominal cost), which is archived and charged to the
-budget but never becomes the incumbent (as SMAC records a crashed trial). A return value of the
-wrong type is a programming error and raises :class:`UsageError`.
+Failures follow Optuna's rule: an exception in the objective propagates, unless its type is one
+the caller lists in ``catch``; a listed exception, or a NaN or ±inf loss, gives a *failed
+evaluation* (loss NaN, nominal cost), which is archived and charged to the budget but never becomes
+the incumbent. A loss that is not a real number (a bool, a string, None) is a programming error and
+raises :class:`UsageError` naming the value.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import numbers
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -90,6 +92,23 @@ def check_cheap_end(cheap_end: Mapping[str, str] | None, space: ConfigurationSpa
     return checked
 
 
+def as_loss(value: Any, field: str) -> float:
+    """``value`` as a float if it is a real number (NaN and ±inf included: a failed evaluation);
+    UsageError naming ``field`` and the value otherwise (a bool, a string, None, ...)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise UsageError(f"{field} must be a real number, got {value!r}")
+    return float(value)
+
+
+def as_losses(values: Any, field: str) -> np.ndarray:
+    """A sequence of losses as a float array, each checked by :func:`as_loss` (a numeric array as it is)."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "fiu":
+        return values.astype(float).reshape(-1)
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
+        raise UsageError(f"{field}: expected a sequence of numbers, got {values!r}")
+    return np.array([as_loss(v, field) for v in values], dtype=float)
+
+
 def objective_result(value: Any, default_cost: float) -> tuple[float, float]:
     """(loss, cost) of what the objective returned; NaN/inf losses stay (a failed evaluation)."""
     if isinstance(value, Mapping):
@@ -98,25 +117,24 @@ def objective_result(value: Any, default_cost: float) -> tuple[float, float]:
         loss, cost = value["loss"], value.get("cost", default_cost)
     else:
         loss, cost = value, default_cost
-    try:
-        loss, cost = float(loss), float(cost)
-    except (TypeError, ValueError):
-        raise UsageError(f"objective: must return a number or a dict with 'loss' (and 'cost'), got {value!r}") from None
+    loss, cost = as_loss(loss, "objective: the loss"), as_loss(cost, "objective: the cost")
     if not (math.isfinite(cost) and cost >= 0):
         raise UsageError(f"objective: cost must be a finite number >= 0, got {cost!r}")
     return loss, cost
 
 
-def call_objective(objective: Objective, config: dict[str, Any], fidelity: float | None,
-                   default_cost: float) -> tuple[float, float, str | None]:
-    """One evaluation: (loss, cost, error). An exception inside the objective is a failed evaluation
-    (NaN loss, ``default_cost``, the error's text); a wrong return type raises UsageError.
+def call_objective(objective: Objective, config: dict[str, Any], fidelity: float | None, default_cost: float,
+                   catch: tuple[type[BaseException], ...] = ()) -> tuple[float, float, str | None]:
+    """One evaluation: (loss, cost, error).
 
-    A module-level function so that Dask workers can run it (``metaopt.minimize(workers=N)``).
+    An exception of a type in ``catch`` is a failed evaluation (NaN loss, ``default_cost``, the
+    error's text); any other exception propagates (as in Optuna). A return value that is not a
+    real number (or a dict with one as ``loss``) raises UsageError. A module-level function so that
+    Dask workers can run it (``metaopt.minimize(workers=N)``).
     """
     try:
         value = objective(config, fidelity)
-    except Exception as err:  # the user's function failed: record it, the run goes on
+    except catch as err:  # a failure the user declared expected: recorded, the run goes on
         return math.nan, default_cost, f"{type(err).__name__}: {err}"
     loss, cost = objective_result(value, default_cost)
     return loss, cost, None
@@ -131,7 +149,8 @@ class FunctionBenchmark(Benchmark):
     """
 
     def __init__(self, objective: Objective, space: ConfigurationSpace, fidelity: Fidelity | tuple | None = None,
-                 name: str | None = None, cheap_end: Mapping[str, str] | None = None) -> None:
+                 name: str | None = None, cheap_end: Mapping[str, str] | None = None,
+                 catch: tuple[type[BaseException], ...] = ()) -> None:
         if not callable(objective):
             raise UsageError(f"objective: expected a callable objective(config, fidelity), got {type(objective).__name__}")
         self.objective = objective
@@ -144,6 +163,8 @@ class FunctionBenchmark(Benchmark):
         self.split_rule = "one problem: the user's function"
         self.loss_name, self.cost_name = "loss", "cost"
         self.cheap_end = check_cheap_end(cheap_end, self.search_space)
+        self.catch = catch
+        """The exception types that make a failed evaluation instead of propagating."""
         self.errors: list[str] = []
         """The error text of each failed evaluation so far, in order."""
 
@@ -158,16 +179,21 @@ class FunctionBenchmark(Benchmark):
         return int(fidelity) if self.fidelity.is_int else float(fidelity)
 
     def record(self, outcomes: Sequence[tuple[float, float, str | None]]) -> Evaluation:
-        """The batch's Evaluation from per-configuration outcomes; failures are logged and kept in :attr:`errors`."""
-        for loss, _, error in outcomes:
-            if error is not None or not math.isfinite(loss):
-                text = error or f"objective returned loss {loss}"
-                self.errors.append(text)
-                logger.warning("failed evaluation (recorded with loss NaN): %s", text)
-        loss = np.array([o[0] if math.isfinite(o[0]) else math.nan for o in outcomes], dtype=float)
-        return Evaluation(loss, np.array([o[1] for o in outcomes], dtype=float))
+        """The batch's Evaluation from per-configuration outcomes (:meth:`record_one` each)."""
+        pairs = [self.record_one(outcome) for outcome in outcomes]
+        return Evaluation(np.array([p[0] for p in pairs], dtype=float), np.array([p[1] for p in pairs], dtype=float))
+
+    def record_one(self, outcome: tuple[float, float, str | None]) -> tuple[float, float]:
+        """(loss, cost) of one outcome of :func:`call_objective`, a failure's loss NaN; called once per
+        evaluation as it is told. A failure is logged as a warning and kept in :attr:`errors`."""
+        loss, cost, error = outcome
+        if error is not None or not math.isfinite(loss):
+            text = error or f"objective returned loss {loss}"
+            self.errors.append(text)
+            logger.warning("failed evaluation (recorded with loss NaN): %s", text)
+        return (loss if math.isfinite(loss) else math.nan), cost
 
     def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
         r = self._check_fidelities(fidelities, len(configs))
-        return self.record([call_objective(self.objective, dict(c), self.objective_fidelity(f), self.default_cost(f))
-                            for c, f in zip(configs, r)])
+        return self.record([call_objective(self.objective, dict(c), self.objective_fidelity(f), self.default_cost(f),
+                                           self.catch) for c, f in zip(configs, r)])
