@@ -111,7 +111,6 @@ def test_an_edited_user_benchmark_gets_new_references(tmp_path):
 
 
 def test_the_cache_key_covers_space_fidelity_and_instance():
-    from dataclasses import replace
 
     from metaopt.references import cache_key
 
