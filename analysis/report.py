@@ -42,7 +42,7 @@ from metaopt.analysis.meta_model import meta_archive_model
 from metaopt.analysis.stats import average_ranks, empty_runs, paired_differences, rank_test, scores_by_instance
 from metaopt.budget import Budget, split_spec
 from metaopt.errors import UsageError
-from metaopt.store import StudyStore, read_meta_archive
+from metaopt.store import StudyStore
 from metaopt.study_spec import Companion, StudySpec, companion_studies
 from metaopt.run_io import check_run
 
@@ -432,15 +432,17 @@ def search_section(study: StudySpec, output: Path) -> Section | None:
 def _search_limits(study: StudySpec, store: StudyStore, bands: pd.DataFrame) -> str:
     """What limits the search, in numbers: trials and instance coverage per configuration, the noise
     against the differences it must resolve, the size of the space."""
+    from metaopt.analysis.search_curves import search_trials
     from metaopt.spaces.design_space import design_space
     from metaopt.spaces.restrictions import get_restriction
 
     facts = []
-    archive, _ = read_meta_archive(store.archive_csv)
-    if archive is not None:
-        coverage = archive.groupby("hash")["instance"].nunique()
-        n = archive["instance"].nunique()
-        facts.append(f"{len(archive)} trials ran {len(coverage)} configurations on {n} training instances: a "
+    trials = search_trials(store)
+    if not trials.empty:
+        coverage = trials.groupby("hash")["instance"].nunique()
+        n = trials["instance"].nunique()
+        facts.append(f"{len(trials)} trials{'' if store.archive_csv.exists() else ' so far (the search is under way)'} "
+                     f"ran {len(coverage)} configurations on {n} training instances: a "
                      f"configuration was seen on {coverage.median():g} of them (median), and "
                      f"{int((coverage == n).sum())} configurations on all {n}")
     restriction = study.meta.restriction if study.meta is not None else None
@@ -792,7 +794,7 @@ def _load(output: Path) -> tuple[StudySpec, list[Companion], Evaluation | None]:
     study = store.study_spec()
     companions = companion_studies(study, store.study_file, output)
     evaluation = load_evaluation(output, study, companions)
-    if evaluation is None and not store.archive_csv.exists():
+    if evaluation is None and not store.archive_csv.exists() and not store.trials_logs():
         raise UsageError(f"{output} holds no finished runs yet (no eval/runs/*/*/seed-*/summary.json, "
                          f"no meta/archive.csv)")
     return study, companions, evaluation

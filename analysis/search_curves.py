@@ -83,6 +83,18 @@ def search_curves(store: StudyStore) -> pd.DataFrame:
     return pd.concat(curves, ignore_index=True)
 
 
+def search_trials(store: StudyStore) -> pd.DataFrame:
+    """The stored search's trials at the full inner budget, all meta-seeds, from its trials logs (also
+    while a search is under way, before there is an archive); empty without any."""
+    tables = [table for table in (_read_log(path) for path in store.trials_logs()) if not table.empty]
+    if not tables:
+        return pd.DataFrame()
+    trials = pd.concat(tables, ignore_index=True)
+    if "inner_budget" in trials:
+        trials = trials[trials["inner_budget"].isna()]
+    return trials
+
+
 def noise_bands(store: StudyStore) -> pd.DataFrame:
     """Per re-run design of ``meta/noise.csv``: mean, standard deviation and count over its seeds of the
     mean objective over the training instances (empty without noise re-runs)."""
