@@ -121,11 +121,12 @@ def test_random_forest_settings_reach_the_trees():
     forest = RandomForest(rf_n_trees=7, rf_min_samples_leaf=4, rf_max_features=1.0, rf_bootstrap=False)
     forest.fit(F, y, rng)
     assert len(forest._trees) == 7
-    assert all(t.min_samples_leaf == 4 and t.max_features == 1.0 for t in forest._trees)
+    leaves = [t.children_left == -1 for t in forest._trees]
+    assert all((t.n_node_samples[leaf] >= 4).all() for t, leaf in zip(forest._trees, leaves))  # leaves of 4 or more
     # without bootstrap and with all features, trees differ only by tie-breaking: predictions agree
     mean, std = forest.predict(F)
     assert np.allclose(std, 0.0, atol=1e-12)
-    assert np.all(np.array([t.get_n_leaves() for t in forest._trees]) <= 10)
+    assert np.all(np.array([t.n_leaves for t in forest._trees]) <= 10)
 
 
 def test_gp_refits_its_kernel_only_when_the_archive_grew_enough(monkeypatch):
@@ -200,7 +201,7 @@ def test_forest_leaf_values_between_growths_are_the_mean_loss_of_every_point_in_
     forest.fit(F[:30], y[:30], rng)
     # Right after growing, the leaf values are the trees' own (each leaf's mean loss).
     mean, _ = forest.predict(F[30:])
-    assert np.allclose(mean, np.mean([t.predict(F[30:].astype(np.float32)) for t in forest._trees], axis=0))
+    assert np.allclose(mean, np.mean([t.predict(F[30:].astype(np.float32))[:, 0] for t in forest._trees], axis=0))
     # A new point where an old one lies: its leaf now averages both losses, in every tree.
     F_new = np.vstack([F[:30], F[:1]])
     y_new = np.append(y[:30], y[0] + 10.0)
