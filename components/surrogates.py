@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import warnings
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -646,21 +645,22 @@ GP_LBFGS_ITERATIONS = Integer("gp_lbfgs_iterations", (0, 10), default=0)
 @register("surrogates", "gp", hyperparameters=[GP_REFIT_GROWTH, GP_LBFGS_ITERATIONS],
           description="Gaussian process (Matern 5/2 ARD + noise) with mean and std")
 class GaussianProcess(Surrogate):
-    """scikit-learn GP: Constant × Matern(ν = 5/2, one length scale per feature) + White noise
-    (:mod:`metaopt.components._gp`: scikit-learn's regressor, its likelihood gradient in closed form).
+    """GP: c × Matern(ν = 5/2, one length scale per feature) + noise σ², on standardized losses
+    (:class:`metaopt.components._gp.MaternGP`, our own regressor on the closed-form likelihood; it
+    computes what scikit-learn's GaussianProcessRegressor with that kernel and ``normalize_y``
+    computes, up to rounding).
 
-    ``normalize_y`` standardizes the losses, so the kernel bounds are on a unit scale. Hyperparameters
-    by maximum likelihood from one start (no restarts, for speed): the previous fit's kernel when this
-    surrogate was fitted before in the run (a warm start; the archive grows by a few points per
-    batch, so the optimum moves little), else a neutral default. At most ``max_points`` = 500 points
-    are used (a GP fit is cubic in n): above that, the best 250 plus 250 drawn at random from the rest.
-    Linear algebra runs on one thread: runs are parallelized across processes, and for these small
-    matrices one BLAS thread is faster than two competing ones.
+    Hyperparameters by maximum likelihood from one start (no restarts, for speed): the previous fit's
+    θ when this surrogate was fitted before in the run (a warm start; the archive grows by a few
+    points per batch, so the optimum moves little), else a neutral default. At most ``max_points`` =
+    500 points are used (a GP fit is cubic in n): above that, the best 250 plus 250 drawn at random
+    from the rest. Linear algebra runs on one thread: runs are parallelized across processes, and
+    for these small matrices one BLAS thread is faster than two competing ones.
 
     Refit schedule (``gp_refit_growth`` g): the kernel hyperparameters are optimized only when the
     training set has grown by at least the fraction g since they were last optimized (g = 0: at
     every fit, as in the paper's GP-BO); in between the GP is refitted on all points with the
-    kernel kept (one Cholesky factorization instead of ~40 likelihood evaluations with gradients).
+    kernel kept, its Cholesky factorization extended by the new rows (no likelihood optimization).
     The likelihood is what makes BO slow (docs/benchmarks.md), and with a few new points per
     batch its optimum moves little.
 
@@ -676,16 +676,15 @@ class GaussianProcess(Surrogate):
     def __init__(self, gp_refit_growth: float = GP_REFIT_GROWTH.default_value,
                  gp_lbfgs_iterations: int = GP_LBFGS_ITERATIONS.default_value) -> None:
         super().__init__()
-        self._warm_kernel = None
         self.refit_growth = float(gp_refit_growth)
         self.lbfgs_iterations = int(gp_lbfgs_iterations)
+        self._model = None
+        """The last fit's :class:`metaopt.components._gp.MaternGP` (its θ warm-starts the next)."""
         self._optimized_at = 0
         """Training points when the kernel hyperparameters were last optimized (0: never)."""
 
     def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
-        from sklearn.exceptions import ConvergenceWarning
-
-        from metaopt.components._gp import MaternGPRegressor, capped_lbfgs, default_kernel
+        from metaopt.components._gp import MaternGP, default_theta
 
         if len(y) > self.max_points:
             order = np.argsort(y, kind="stable")
@@ -693,25 +692,18 @@ class GaussianProcess(Surrogate):
             rest = rng.choice(order[half:], size=self.max_points - half, replace=False)
             keep = np.concatenate([order[:half], rest])
             F, y = F[keep], y[keep]
+        _seed(rng)  # the draw scikit-learn's regressor took for its restarts: the run's stream stays where it was
         p = F.shape[1]
-        kernel = self._warm_kernel
-        if kernel is None or kernel.k1.k2.length_scale.shape != (p,):
-            kernel, self._optimized_at = default_kernel(p), 0
+        previous = self._model
+        if previous is None or len(previous.theta) != p + 2:
+            previous, self._optimized_at = None, 0
+        theta = default_theta(p) if previous is None else previous.theta
         optimize = self._optimized_at == 0 or len(y) >= self._optimized_at * (1.0 + self.refit_growth)
-        optimizer = None
-        if optimize:
-            optimizer = capped_lbfgs(self.lbfgs_iterations) if self.lbfgs_iterations > 0 else "fmin_l_bfgs_b"
-        model = MaternGPRegressor(kernel, normalize_y=True, n_restarts_optimizer=0, random_state=_seed(rng),
-                                  optimizer=optimizer)
-        with warnings.catch_warnings(), _threadpools().limit(limits=1):
-            # Length scales at their bounds (irrelevant features) and L-BFGS iteration limits warn; harmless.
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            self._model = model.fit(F, y)
-        self._warm_kernel = self._model.kernel_
+        with _threadpools().limit(limits=1):
+            self._model = MaternGP(F, y, theta, self.lbfgs_iterations if optimize else None, previous=previous)
         if optimize:
             self._optimized_at = len(y)
 
     def _predict(self, F: np.ndarray) -> Prediction:
         with _threadpools().limit(limits=1):
-            mean, std = self._model.predict(F, return_std=True)
-        return mean, std
+            return self._model.predict(F)
