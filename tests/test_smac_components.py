@@ -244,3 +244,17 @@ def test_smac_like_is_a_point_of_the_space_and_runs():
     assert optimizer.proposal.scorer.target == "log" and optimizer.proposal.scorer.surrogate.n_estimators == 10
     result = run(config, problem, 1, "5d")
     assert len(result.trace) == 5 * problem.d and result.trace["config_id"].is_unique
+
+
+def test_best_distinct_skips_repeats_and_excluded_rows_inactive_values_included():
+    """The filter's pick: lowest scores first (ties in candidate order), each row once, none of the
+    excluded rows; rows that differ only where one is inactive (NaN) are distinct."""
+    from metaopt.components.filters import _best_distinct
+
+    nan = np.nan
+    candidates = np.array([[0.1, nan], [0.2, 0.5], [0.1, nan], [0.3, 0.0], [0.1, 0.0], [0.9, 0.9]])
+    scores = np.array([0.0, 0.5, 0.0, 0.1, 0.2, 0.1])
+    excluded = np.array([[0.3, 0.0]])
+    np.testing.assert_array_equal(_best_distinct(candidates, scores, 4, excluded),
+                                  candidates[[0, 5, 4, 1]])  # row 2 repeats row 0, row 3 is excluded
+    assert len(_best_distinct(candidates, scores, 10, np.empty((0, 2)))) == 5  # only 5 distinct rows
