@@ -23,7 +23,7 @@ class BenchConfig:
     peer_seeds: int = 3
     budget: str = "30d"
     overhead_optimizers: tuple[str, ...] = ("rs", "hb", "bohb", "smashy_lcbench_hb", "bo_gp_ei", "bo_rf_ei", "cfo",
-                                            "metaopt_lcbench")
+                                            "metaopt_lcbench", "smac_like")
     peers: tuple[tuple[str, str], ...] = (("smac_hpo", "smac_like"), ("smac_hb", "hb"), ("optuna_tpe", "bohb"),
                                           ("flaml_cfo", "cfo_tuned"))
     """(peer, our preset it is compared with)."""
@@ -42,7 +42,8 @@ class BenchConfig:
     the meta study × ``eval_seeds`` seeds, once per worker count."""
     eval_instances: int = 4
     eval_seeds: int = 2
-    scaling_optimizers: tuple[str, ...] = ("hb", "smashy_lcbench_hb", "bo_gp_ei")
+    scaling_optimizers: tuple[str, ...] = ("hb", "smashy_lcbench_hb", "bo_gp_ei", "bo_rf_ei", "smac_like",
+                                           "metaopt_lcbench")
     scaling_budgets: tuple[str, ...] = ("10d", "30d", "100d", "300d")
     scaling_seeds: int = 1
     """Seeds per budget in the scaling section (``--seeds`` sets those of overhead and peers)."""

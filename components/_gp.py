@@ -1,11 +1,20 @@
-"""The GP surrogate's model: its kernel, ConstantKernel × Matern(ν = 5/2, ARD) + WhiteKernel, and a
-GaussianProcessRegressor whose likelihood gradient needs no (n, n, p) array.
+"""The GP surrogate's model: a Gaussian process regressor on the closed-form likelihood of the kernel
+c · Matern(ν = 5/2, one length scale per feature) + σ² · I, with normalized targets.
 
-Fitting the GP's hyperparameters evaluates the log marginal likelihood and its gradient on the
-archive at every L-BFGS step. scikit-learn computes the gradient as ½ tr((ααᵀ − K⁻¹) ∂K/∂θ_k) from
-the kernel's full gradient, an (n, n, p + 2) array, contracted with an ``einsum`` that does not use
-BLAS: at a few hundred points that was nearly all of a BO run (docs/benchmarks.md). For this kernel
-the contraction has a closed form in (n, n) and (n, p) arrays. With W = ααᵀ − K⁻¹, c the constant,
+It computes what scikit-learn's ``GaussianProcessRegressor(ConstantKernel × Matern(ν = 2.5) +
+WhiteKernel, normalize_y=True)`` computes (Rasmussen & Williams, Alg. 2.1; the same jitter 1e-10 on
+the diagonal, the same bounds, the same L-BFGS-B call), without its kernel objects (their
+hyperparameter and bounds bookkeeping at every likelihood evaluation), its input checks, and the
+kernel matrix and Cholesky factorization it recomputes after the optimization: the factorization
+at the optimum is the one the optimizer's last likelihood evaluation made. Predictions are one
+cross-kernel, one matrix-vector product and one triangular solve. Those were two thirds of a BO
+run's GP time (docs/benchmarks.md). The results equal scikit-learn's up to floating-point rounding
+(tests/test_surrogates.py), not bit for bit.
+
+Fitting the hyperparameters evaluates the log marginal likelihood and its gradient on the archive at
+every L-BFGS step. scikit-learn computes the gradient as ½ tr((ααᵀ − K⁻¹) ∂K/∂θ_k) from the kernel's
+full gradient, an (n, n, p + 2) array. For this kernel the contraction has a closed form in (n, n)
+and (n, p) arrays. With W = ααᵀ − K⁻¹, c the constant,
 G = 5/3 (1 + √5 r) e^{−√5 r} (r the scaled distances, so that ∂K/∂ln ℓ_k = c G ∘ D_k with
 D_k,ij = (z_ik − z_jk)², z = x / ℓ), and M = c W ∘ G:
 
@@ -16,116 +25,202 @@ D_k,ij = (z_ik − z_jk)², z = x / ℓ), and M = c W ∘ G:
 (the middle line expands the square and uses M's symmetry; Z is centred per column first, which
 changes no difference and keeps the two terms small). Same numbers as scikit-learn's up to
 floating-point rounding (tests/test_surrogates.py checks the value bit for bit and the gradient to
-1e-9), in O(n²p + n³) time without the (n, n, p) temporaries, so L-BFGS takes steps that differ from
-scikit-learn's in the last bits: the speed-up is not bit-exact, and its regret effect is measured
-(docs/benchmarks.md). A library doing this does not exist for scikit-learn's GP; GPyTorch and
-GPflow would compute it by automatic differentiation but bring a deep-learning framework along.
+1e-9), in O(n²p + n³) time without the (n, n, p) temporaries. A library doing this does not exist
+for scikit-learn's GP; GPyTorch and GPflow would compute it by automatic differentiation but bring
+a deep-learning framework along.
 
-Imported by :class:`metaopt.components.surrogates.GaussianProcess` when it is first fitted (importing
-scikit-learn is slow and most runs use no GP).
+When points are added and the kernel is kept (a refit schedule, ``gp_refit_growth`` > 0), the
+factorization is extended by the new rows (a block update: one triangular solve and a small
+Cholesky factorization) instead of being recomputed.
+
+Linear algebra is LAPACK's and BLAS's (through scipy), on one thread (the surrogate's caller limits
+the pools): the same bits run after run and serial or parallel, but not guaranteed on another CPU,
+whose BLAS kernels may round differently (scikit-learn's regressor had the same property).
+
+Imported by :class:`metaopt.components.surrogates.GaussianProcess` when it is first fitted.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Callable
 
 import numpy as np
-from scipy.linalg import cho_solve, cholesky
+from scipy.linalg import cho_solve, cholesky, solve_triangular
 from scipy.linalg.lapack import dpotri
 from scipy.optimize import minimize
-from scipy.spatial.distance import pdist, squareform
-from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.gaussian_process.kernels import ConstantKernel, Kernel, Matern, WhiteKernel
+from scipy.spatial.distance import cdist, pdist, squareform
+
+JITTER = 1e-10
+"""Added to the kernel matrix's diagonal (scikit-learn's ``alpha`` default)."""
+BOUNDS = {"constant": (1e-3, 1e3), "length_scale": (1e-2, 1e2), "noise": (1e-6, 1.0)}
+"""The hyperparameters' bounds (scikit-learn's ``default_kernel`` of earlier versions of this module)."""
 
 
-def default_kernel(p: int) -> Kernel:
-    """The starting kernel for p features: c = 1, ℓ = 0.5 per feature, σ² = 0.01, with their bounds.
+def default_theta(p: int) -> np.ndarray:
+    """The starting hyperparameters for p features, θ = ``[ln c, ln ℓ_1, …, ln ℓ_p, ln σ²]``:
+    c = 1, ℓ = 0.5 per feature, σ² = 0.01."""
+    return np.log(np.concatenate([[1.0], np.full(p, 0.5), [1e-2]]))
 
-    Its hyperparameter vector θ (log scale) is ``[ln c, ln ℓ_1, …, ln ℓ_p, ln σ²]``.
+
+def theta_bounds(p: int) -> np.ndarray:
+    """(p + 2, 2): the bounds of θ (log scale), in θ's order."""
+    rows = [BOUNDS["constant"], *[BOUNDS["length_scale"]] * p, BOUNDS["noise"]]
+    return np.log(np.array(rows, dtype=float))
+
+
+def _matern(t: np.ndarray) -> np.ndarray:
+    """Matern 5/2 of t = √5 · scaled distance, as scikit-learn's ``Matern.__call__`` computes it."""
+    return (1.0 + t + t ** 2 / 3.0) * np.exp(-t)
+
+
+def log_marginal_likelihood(theta: np.ndarray, X: np.ndarray, y: np.ndarray,
+                            gradient: bool = True) -> tuple[float, np.ndarray | None, tuple | None]:
+    """The log marginal likelihood of normalized targets ``y`` (n,) at features ``X`` (n, p) under θ.
+
+    Called by :class:`MaternGP` at every L-BFGS step. Returns (value, gradient over θ or None,
+    (L, α) the Cholesky factor of K + jitter · I and K⁻¹y, or None). A matrix that is not positive
+    definite gives (−inf, zeros, None), as scikit-learn's. The value is bit for bit scikit-learn's.
     """
-    return (ConstantKernel(1.0, (1e-3, 1e3)) * Matern(length_scale=np.full(p, 0.5), length_scale_bounds=(1e-2, 1e2),
-                                                       nu=2.5)
-            + WhiteKernel(1e-2, (1e-6, 1.0)))
+    n = X.shape[0]
+    c, length_scale, noise = np.exp(theta[0]), np.exp(theta[1:-1]), np.exp(theta[-1])
+    Z = X / length_scale
+    # K as scikit-learn's kernel computes it (Matern.__call__, then the Product and the Sum), same operations:
+    t = pdist(Z, metric="euclidean") * math.sqrt(5)
+    e = np.exp(-t)
+    matern = squareform((1.0 + t + t ** 2 / 3.0) * e)
+    np.fill_diagonal(matern, 1)
+    K = c * matern
+    diagonal = np.diag_indices(n)
+    K[diagonal] += noise  # = c · matern + noise · I, element for element, without the identity matrix
+    K[diagonal] += JITTER
+    try:
+        L = cholesky(K, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        return -np.inf, np.zeros_like(theta), None
+    alpha = cho_solve((L, True), y[:, np.newaxis], check_finite=False)
+    # scikit-learn's lines for the value, so that it is bit for bit theirs
+    log_likelihood_dims = -0.5 * np.einsum("ik,ik->k", y[:, np.newaxis], alpha)
+    log_likelihood_dims -= np.log(np.diag(L)).sum()
+    log_likelihood_dims -= K.shape[0] / 2 * np.log(2 * np.pi)
+    log_likelihood = float(log_likelihood_dims.sum(axis=-1))
+    if not gradient:
+        return log_likelihood, None, (L, alpha[:, 0])
+
+    # The gradient in closed form (module docstring).
+    K_inv, info = dpotri(L, lower=1, overwrite_c=0)  # the lower triangle of K⁻¹; L's upper triangle is 0
+    if info != 0:
+        return -np.inf, np.zeros_like(theta), None
+    K_inv += K_inv.T
+    K_inv[diagonal] /= 2
+    a = alpha[:, 0]
+    W = np.outer(a, a)
+    W -= K_inv
+    M = squareform(5.0 / 3.0 * (1.0 + t) * e)  # squareform leaves the diagonal 0: D_k,ii = 0
+    M *= W
+    M *= c
+    Z = Z - Z.mean(axis=0)
+    grad = np.empty(len(theta))
+    grad[0] = 0.5 * c * np.sum(W * matern)
+    grad[1:-1] = (Z ** 2).T @ M.sum(axis=1) - np.einsum("ik,ik->k", Z, M @ Z)
+    grad[-1] = 0.5 * noise * np.trace(W)
+    return log_likelihood, grad, (L, a)
 
 
-def capped_lbfgs(iterations: int) -> Callable:
-    """An ``optimizer`` for scikit-learn's GaussianProcessRegressor: its own L-BFGS-B call (scipy's
-    ``minimize`` with the likelihood's gradient, within the kernel's bounds), stopped after at most
-    ``iterations`` iterations (each takes one or a few likelihood evaluations, for its line search).
+class MaternGP:
+    """A fitted GP: normalized targets, hyperparameters θ, the Cholesky factor L of K + jitter · I
+    and α = K⁻¹y at θ.
 
-    Called by the regressor's ``fit`` as ``optimizer(obj_func, initial_theta, bounds=bounds)``; returns
-    (θ, objective at θ). scikit-learn's own ``"fmin_l_bfgs_b"`` is the same call without the limit
-    (and a warning when scipy's default limit of 15,000 iterations is reached).
+    Built by :meth:`metaopt.components.surrogates.GaussianProcess._fit` once per fit; its
+    :meth:`predict` serves the candidates of that batch.
+
+    Args:
+        X: Features (n, p), finite.
+        y: Losses (n,), finite and not constant.
+        theta: The starting hyperparameters (log scale, :func:`default_theta`'s layout).
+        iterations: None keeps θ (no optimization); 0 optimizes it by L-BFGS-B until it converges
+            (scikit-learn's ``fmin_l_bfgs_b``); k > 0 stops after at most k L-BFGS iterations.
+        previous: The GP of the previous fit; when θ is kept and ``X`` starts with its rows, its
+            factorization is extended by the new rows instead of recomputed.
     """
-    if iterations < 1:
-        raise ValueError(f"iterations must be at least 1, got {iterations}")
-    return functools.partial(_lbfgs, iterations=int(iterations))
 
+    def __init__(self, X: np.ndarray, y: np.ndarray, theta: np.ndarray, iterations: int | None,
+                 previous: MaternGP | None = None) -> None:
+        self.X = np.asarray(X, dtype=float)
+        y = np.asarray(y, dtype=float)
+        # normalize_y: scikit-learn's standardization (a zero std is left at 1)
+        self.y_mean = float(np.mean(y))
+        std = float(np.std(y))
+        self.y_std = std if std != 0.0 else 1.0
+        self.y = (y - self.y_mean) / self.y_std
+        self.theta = np.array(theta, dtype=float)
+        self.iterations_run = 0
+        """L-BFGS iterations of this fit's optimization (0 when θ was kept)."""
+        factor = None
+        if iterations is not None:
+            self.theta, value, factor = self._optimize(self.theta, iterations)
+        elif previous is not None and np.array_equal(previous.theta, self.theta):
+            factor = previous._extended(self.X, self.y)
+        if factor is None:
+            value, _, factor = log_marginal_likelihood(self.theta, self.X, self.y, gradient=False)
+            if factor is None:
+                raise np.linalg.LinAlgError("the kernel matrix is not positive definite at the fitted θ")
+        elif iterations is None:
+            value = float(-0.5 * self.y @ factor[1] - np.log(np.diag(factor[0])).sum()
+                          - len(self.y) / 2 * np.log(2 * np.pi))
+        self.log_marginal_likelihood_value_ = value
+        self.L, self.alpha = factor
 
-def _lbfgs(obj_func: Callable, initial_theta: np.ndarray, bounds: np.ndarray,
-           iterations: int) -> tuple[np.ndarray, float]:
-    """:func:`capped_lbfgs`'s optimizer: scikit-learn's L-BFGS-B call with ``maxiter`` = ``iterations``."""
-    result = minimize(obj_func, initial_theta, method="L-BFGS-B", jac=True, bounds=bounds,
-                      options={"maxiter": iterations})
-    return result.x, result.fun
+    def _optimize(self, theta: np.ndarray, iterations: int) -> tuple[np.ndarray, float, tuple | None]:
+        """L-BFGS-B on −log likelihood within the bounds, from θ; (θ*, likelihood at θ*, its factorization)."""
+        evaluated: dict[bytes, tuple] = {}  # the last evaluations' factorizations, by θ
 
+        def objective(point: np.ndarray) -> tuple[float, np.ndarray]:
+            value, grad, factor = log_marginal_likelihood(point, self.X, self.y)
+            if len(evaluated) >= 2:
+                evaluated.pop(next(iter(evaluated)))
+            evaluated[point.tobytes()] = (value, factor)
+            return -value, -grad
 
-class MaternGPRegressor(GaussianProcessRegressor):
-    """scikit-learn's GaussianProcessRegressor for :func:`default_kernel`, with the closed-form gradient.
+        options = {"maxiter": iterations} if iterations > 0 else {}
+        result = minimize(objective, theta, method="L-BFGS-B", jac=True, bounds=theta_bounds(len(theta) - 2),
+                          options=options)
+        self.iterations_run = int(result.nit)
+        best = np.asarray(result.x, dtype=float)
+        value, factor = evaluated.get(best.tobytes(), (-float(result.fun), None))
+        return best, value, factor
 
-    Only :meth:`log_marginal_likelihood` with ``eval_gradient=True`` differs (L-BFGS calls it at
-    every step of a fit); everything else, the likelihood's value included, is scikit-learn's.
-    """
+    def _extended(self, X: np.ndarray, y: np.ndarray) -> tuple | None:
+        """(L, α) for the rows ``X`` that start with this GP's rows, by a block update of L; None when
+        ``X`` does not extend them or the update is not positive definite."""
+        n = len(self.X)
+        if len(X) < n or X.shape[1] != self.X.shape[1] or not np.array_equal(X[:n], self.X):
+            return None
+        L = self.L
+        if len(X) > n:
+            new = X[n:]
+            cross = self.kernel(self.X, new)  # (n, m)
+            corner = self.kernel(new, new)
+            corner[np.diag_indices(len(new))] += np.exp(self.theta[-1]) + JITTER
+            below = solve_triangular(L, cross, lower=True, check_finite=False).T  # (m, n)
+            try:
+                tail = cholesky(corner - below @ below.T, lower=True, check_finite=False)
+            except np.linalg.LinAlgError:
+                return None
+            L = np.block([[L, np.zeros((n, len(new)))], [below, tail]])
+        return L, cho_solve((L, True), y, check_finite=False)
 
-    def log_marginal_likelihood(self, theta=None, eval_gradient=False, clone_kernel=True):
-        """Called by ``fit``'s optimizer with ``eval_gradient=True``; returns (value, gradient over θ)."""
-        if not eval_gradient or theta is None or len(theta) != self.X_train_.shape[1] + 2:
-            return super().log_marginal_likelihood(theta, eval_gradient, clone_kernel)
-        # θ = [ln c, ln ℓ_1..ℓ_p, ln σ²] (default_kernel); the kernel object is not touched (scikit-learn's
-        # fit sets the optimum on it), which spares its slow hyperparameter bookkeeping at every step.
-        X, y = self.X_train_, self.y_train_
-        if y.ndim != 1:
-            raise ValueError("MaternGPRegressor fits one output")
-        n = X.shape[0]
-        c, length_scale, noise = np.exp(theta[0]), np.exp(theta[1:-1]), np.exp(theta[-1])
-        Z = X / length_scale
-        # K as scikit-learn's kernel computes it (Matern.__call__, then the Product and the Sum), same operations:
-        t = pdist(Z, metric="euclidean") * math.sqrt(5)
-        e = np.exp(-t)
-        matern = squareform((1.0 + t + t ** 2 / 3.0) * e)
-        np.fill_diagonal(matern, 1)
-        K = c * matern
-        diagonal = np.diag_indices(n)
-        K[diagonal] += noise  # = c · matern + noise · I, element for element, without the identity matrix
-        # The value: scikit-learn's lines (Alg. 2.1 of Rasmussen & Williams), so it is bit for bit theirs.
-        K[diagonal] += self.alpha
-        try:
-            L = cholesky(K, lower=True, check_finite=False)
-        except np.linalg.LinAlgError:
-            return -np.inf, np.zeros_like(theta)
-        alpha = cho_solve((L, True), y[:, np.newaxis], check_finite=False)
-        log_likelihood_dims = -0.5 * np.einsum("ik,ik->k", y[:, np.newaxis], alpha)
-        log_likelihood_dims -= np.log(np.diag(L)).sum()
-        log_likelihood_dims -= K.shape[0] / 2 * np.log(2 * np.pi)
-        log_likelihood = log_likelihood_dims.sum(axis=-1)
+    def kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        """c · Matern(A, B) at θ (no noise term: the rows of A and B are taken as distinct points)."""
+        length_scale = np.exp(self.theta[1:-1])
+        t = cdist(A / length_scale, B / length_scale, metric="euclidean") * math.sqrt(5)
+        return np.exp(self.theta[0]) * _matern(t)
 
-        # The gradient in closed form (module docstring).
-        K_inv, info = dpotri(L, lower=1, overwrite_c=1)  # the lower triangle of K⁻¹; L's upper triangle is 0
-        if info != 0:
-            return -np.inf, np.zeros_like(theta)
-        K_inv += K_inv.T
-        K_inv[diagonal] /= 2
-        a = alpha[:, 0]
-        W = np.outer(a, a)
-        W -= K_inv
-        M = squareform(5.0 / 3.0 * (1.0 + t) * e)  # squareform leaves the diagonal 0: D_k,ii = 0
-        M *= W
-        M *= c
-        Z = Z - Z.mean(axis=0)
-        gradient = np.empty(len(theta))
-        gradient[0] = 0.5 * c * np.sum(W * matern)
-        gradient[1:-1] = (Z ** 2).T @ M.sum(axis=1) - np.einsum("ik,ik->k", Z, M @ Z)
-        gradient[-1] = 0.5 * noise * np.trace(W)
-        return log_likelihood, gradient
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, std) of the losses at features ``X`` (m, p): scikit-learn's ``predict(X, return_std=True)``."""
+        K_trans = self.kernel(np.asarray(X, dtype=float), self.X)
+        mean = K_trans @ self.alpha
+        V = solve_triangular(self.L, K_trans.T, lower=True, check_finite=False)
+        variance = np.exp(self.theta[0]) + np.exp(self.theta[-1]) - np.einsum("ij,ij->j", V, V)
+        variance = np.maximum(variance, 0.0) * self.y_std ** 2
+        return self.y_std * mean + self.y_mean, np.sqrt(variance)

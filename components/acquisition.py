@@ -103,8 +103,10 @@ def log_expected_improvement(mean: np.ndarray, std: np.ndarray, y_best: float) -
     # exp from the C library (metaopt.libm): numpy's AVX-512 exp differs in the last bit, and a last
     # bit here can reorder near-equal candidates, i.e. change the run.
     best = math.exp(y_best)
-    ei = best * normal_cdf(v) - libm_exp(mean + 0.5 * safe**2) * normal_cdf(v - safe)
-    return np.where(std > 0, np.maximum(ei, 0.0), np.maximum(best - libm_exp(mean), 0.0))
+    ei = np.maximum(best * normal_cdf(v) - libm_exp(mean + 0.5 * safe**2) * normal_cdf(v - safe), 0.0)
+    certain = ~(std > 0)  # the σ → 0 limit, e^mean taken only where it is used
+    ei[certain] = np.maximum(best - libm_exp(mean[certain]), 0.0)
+    return ei
 
 
 @register("acquisitions", "mean", description="the predicted loss itself (Smashy's filtering)")

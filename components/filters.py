@@ -352,11 +352,12 @@ class LocalAndRandomFilter(_SurrogateFilter):
 def _best_distinct(candidates: np.ndarray, scores: np.ndarray, n: int, exclude: np.ndarray) -> np.ndarray:
     """The ``n`` lowest-scoring distinct rows of ``candidates`` that are not rows of ``exclude``
     (ties: candidate order); fewer only if there are not enough distinct rows."""
-    key = lambda row: np.nan_to_num(row, nan=-1.0).tobytes()  # noqa: E731
-    taken = {key(row) for row in exclude}
+    # A row's key: its bytes with NaN (inactive) as −1; converted once for all rows, not row by row.
+    keys, excluded = np.nan_to_num(candidates, nan=-1.0), np.nan_to_num(exclude, nan=-1.0)
+    taken = {row.tobytes() for row in excluded}
     chosen = []
     for index in np.argsort(scores, kind="stable"):
-        k = key(candidates[index])
+        k = keys[index].tobytes()
         if k not in taken:
             taken.add(k)
             chosen.append(index)

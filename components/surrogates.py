@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import warnings
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -434,6 +433,58 @@ class TPE(Surrogate):
         return self._bad.log_density(Z) - self._good.log_density(Z), None
 
 
+class _TreeGrower:
+    """Grows one of scikit-learn's regression trees (``sklearn.tree._tree.Tree``) as
+    ``DecisionTreeRegressor(max_features=…, min_samples_leaf=…, random_state=state)._fit(X, y,
+    sample_weight, check_input=False)`` grows it: the same splitter, criterion and builder with the
+    same arguments, so the same tree bit for bit (tests/test_exact_speedups.py).
+
+    Why not the estimator: at the forest's sizes (ten trees of a few hundred rows, regrown after every
+    evaluation) its ``_fit`` spent more time checking and converting the bootstrap weights
+    (``_check_sample_weight``) and resolving its parameters than building the tree. The builder,
+    splitter and criterion are scikit-learn's Cython classes; they are private, so if they cannot
+    be built with these arguments (another scikit-learn version) the estimator's ``_fit`` grows the
+    tree instead, with the same result.
+
+    Called by :meth:`RandomForest._grow` once per tree; returns the fitted ``Tree``.
+    """
+
+    def __init__(self, n: int, p: int, max_features: float, min_samples_leaf: int) -> None:
+        self.n, self.p, self.fraction, self.min_samples_leaf = n, p, max_features, min_samples_leaf
+        self.max_features = max(1, int(max_features * p))  # the estimator's count for a float max_features
+        self._private = True
+
+    def __call__(self, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None,
+                 state: np.random.RandomState) -> object:
+        """A tree on float32 ``X`` (n, p) C-contiguous, float64 ``y`` (n, 1), float64 weights or None;
+        its random draws (feature order at each split) come from ``state``."""
+        if self._private:
+            try:
+                return self._build(X, y, weight, state)
+            except (ImportError, TypeError, AttributeError):
+                self._private = False
+        from sklearn.tree import DecisionTreeRegressor
+
+        tree = DecisionTreeRegressor(max_features=self.fraction, min_samples_leaf=self.min_samples_leaf,
+                                     random_state=state)
+        return tree._fit(X, y, sample_weight=weight, check_input=False).tree_
+
+    def _build(self, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None,
+               state: np.random.RandomState) -> object:
+        # DecisionTreeBaseRegressor._fit's steps for dense input without missing values, monotonic
+        # constraints, max_depth, max_leaf_nodes or pruning (scikit-learn 1.9, sklearn/tree/_classes.py).
+        from sklearn.tree._criterion import MSE
+        from sklearn.tree._splitter import BestSplitter
+        from sklearn.tree._tree import DepthFirstTreeBuilder, Tree
+
+        leaf = self.min_samples_leaf
+        splitter = BestSplitter(MSE(1, self.n), self.max_features, leaf, 0.0, state, None)
+        tree = Tree(self.p, np.array([1], dtype=np.intp), 1)
+        builder = DepthFirstTreeBuilder(splitter, max(2, 2 * leaf), leaf, 0.0, np.iinfo(np.int32).max, 0.0)
+        builder.build(tree, X, y, weight, None)
+        return tree
+
+
 RF_HPS = (
     Integer("rf_n_trees", (5, 100), default=50, log=True),
     Integer("rf_min_samples_leaf", (1, 10), default=1),
@@ -506,7 +557,7 @@ class RandomForest(Surrogate):
             self._grown_rows, self._summed = len(X), None
             self._refresh_leaves(X, y)
         else:
-            self._leaf_values = [tree.tree_.value[:, 0, 0] for tree in self._trees]
+            self._leaf_values = [tree.value[:, 0, 0] for tree in self._trees]
 
     def _extends_grown(self, X: np.ndarray) -> bool:
         """Whether the trees can be kept: ``X`` starts with the rows they were grown on and has grown by
@@ -519,33 +570,25 @@ class RandomForest(Surrogate):
         return len(X) < grown * (1.0 + self.refit_growth) and np.array_equal(X[:grown], seen[:grown])
 
     def _grow(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
-        import sklearn
-        from sklearn.tree import DecisionTreeRegressor
-
         target = np.ascontiguousarray(y.reshape(-1, 1), dtype=np.float64)
-        n = len(X)
+        n, p = X.shape
+        grow = _TreeGrower(n, p, self.max_features, self.min_samples_leaf)
         seeds = np.random.RandomState(_seed(rng))
         # Each tree's seed starts two streams, its bootstrap draw's and the tree's own. Both come from
         # one RandomState re-seeded in place, which is the state a new RandomState(seed) has: building
         # two per tree took a fifth of a forest's growth on small archives.
         state = np.random.RandomState(0)
         self._trees, self._grown_weights = [], []
-        with sklearn.config_context(assume_finite=True):  # fit() passes only finite rows: skip re-checking
-            for _ in range(self.n_estimators):
-                seed = seeds.randint(np.iinfo(np.int32).max)
-                tree = DecisionTreeRegressor(max_features=self.max_features, min_samples_leaf=self.min_samples_leaf,
-                                             random_state=seed)
-                weight = None
-                if self.bootstrap:
-                    state.seed(seed)
-                    weight = np.bincount(state.randint(0, n, n), minlength=n)
+        for _ in range(self.n_estimators):
+            seed = seeds.randint(np.iinfo(np.int32).max)
+            weight = None
+            if self.bootstrap:
                 state.seed(seed)
-                tree.random_state = state  # the tree's fit draws from it (check_random_state passes it on)
-                tree._fit(X, target, sample_weight=weight, check_input=False)
-                tree.random_state = seed
-                self._trees.append(tree)
-                if self.refit_growth > 0:  # kept for refreshing the leaf values
-                    self._grown_weights.append(np.ones(n) if weight is None else weight.astype(float))
+                weight = np.bincount(state.randint(0, n, n), minlength=n).astype(np.float64)
+            state.seed(seed)
+            self._trees.append(grow(X, target, weight, state))
+            if self.refit_growth > 0:  # kept for refreshing the leaf values
+                self._grown_weights.append(np.ones(n) if weight is None else weight)
 
     def _refresh_leaves(self, X: np.ndarray, y: np.ndarray) -> None:
         """Each tree's leaf values from all rows ``X``: the weighted mean loss of the rows in the leaf,
@@ -564,12 +607,12 @@ class RandomForest(Surrogate):
             if m <= len(y) and np.array_equal(y[:m], old_y) and np.array_equal(X[:m], old_X):
                 start = m
         if start == 0:
-            counts = [tree.tree_.node_count for tree in self._trees]
+            counts = [tree.node_count for tree in self._trees]
             bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
             total, count = np.empty(bounds[-1]), np.empty(bounds[-1])
             for tree, grown_weight, a, b in zip(self._trees, self._grown_weights, bounds[:-1], bounds[1:]):
                 weight = np.concatenate([grown_weight, np.ones(len(X) - len(grown_weight))])
-                leaf = tree.tree_.apply(X)  # the fitted tree's own leaf lookup, without the estimator's checks
+                leaf = tree.apply(X)  # the fitted tree's own leaf lookup, without the estimator's checks
                 total[a:b] = np.bincount(leaf, weights=weight * y, minlength=b - a)
                 count[a:b] = np.bincount(leaf, weights=weight, minlength=b - a)
             self._leaf_sums, self._node_offsets = (total, count), bounds[:-1]
@@ -579,7 +622,7 @@ class RandomForest(Surrogate):
             # Rows added since the last sums (after the grown ones), weight 1, all trees in one call: tree
             # after tree, each tree's rows in order, so every node adds its rows in row order.
             new_X, new_y = X[start:], y[start:]
-            leaf = np.concatenate([tree.tree_.apply(new_X) for tree in self._trees])
+            leaf = np.concatenate([tree.apply(new_X) for tree in self._trees])
             leaf += np.repeat(self._node_offsets, len(new_X))
             total, count = self._leaf_sums
             np.add.at(total, leaf, np.tile(new_y, len(self._trees)))
@@ -591,7 +634,7 @@ class RandomForest(Surrogate):
         # A tree predicts the value of the leaf each row falls in (float32 input, as scikit-learn's
         # predict); looking the leaves up directly skips the estimator's per-call validation.
         F32 = np.ascontiguousarray(F, dtype=np.float32)
-        per_tree = np.stack([values[tree.tree_.apply(F32)] for tree, values in zip(self._trees, self._leaf_values)])
+        per_tree = np.stack([values[tree.apply(F32)] for tree, values in zip(self._trees, self._leaf_values)])
         return per_tree.mean(axis=0), per_tree.std(axis=0)
 
 
@@ -602,21 +645,22 @@ GP_LBFGS_ITERATIONS = Integer("gp_lbfgs_iterations", (0, 10), default=0)
 @register("surrogates", "gp", hyperparameters=[GP_REFIT_GROWTH, GP_LBFGS_ITERATIONS],
           description="Gaussian process (Matern 5/2 ARD + noise) with mean and std")
 class GaussianProcess(Surrogate):
-    """scikit-learn GP: Constant × Matern(ν = 5/2, one length scale per feature) + White noise
-    (:mod:`metaopt.components._gp`: scikit-learn's regressor, its likelihood gradient in closed form).
+    """GP: c × Matern(ν = 5/2, one length scale per feature) + noise σ², on standardized losses
+    (:class:`metaopt.components._gp.MaternGP`, our own regressor on the closed-form likelihood; it
+    computes what scikit-learn's GaussianProcessRegressor with that kernel and ``normalize_y``
+    computes, up to rounding).
 
-    ``normalize_y`` standardizes the losses, so the kernel bounds are on a unit scale. Hyperparameters
-    by maximum likelihood from one start (no restarts, for speed): the previous fit's kernel when this
-    surrogate was fitted before in the run (a warm start; the archive grows by a few points per
-    batch, so the optimum moves little), else a neutral default. At most ``max_points`` = 500 points
-    are used (a GP fit is cubic in n): above that, the best 250 plus 250 drawn at random from the rest.
-    Linear algebra runs on one thread: runs are parallelized across processes, and for these small
-    matrices one BLAS thread is faster than two competing ones.
+    Hyperparameters by maximum likelihood from one start (no restarts, for speed): the previous fit's
+    θ when this surrogate was fitted before in the run (a warm start; the archive grows by a few
+    points per batch, so the optimum moves little), else a neutral default. At most ``max_points`` =
+    500 points are used (a GP fit is cubic in n): above that, the best 250 plus 250 drawn at random
+    from the rest. Linear algebra runs on one thread: runs are parallelized across processes, and
+    for these small matrices one BLAS thread is faster than two competing ones.
 
     Refit schedule (``gp_refit_growth`` g): the kernel hyperparameters are optimized only when the
     training set has grown by at least the fraction g since they were last optimized (g = 0: at
     every fit, as in the paper's GP-BO); in between the GP is refitted on all points with the
-    kernel kept (one Cholesky factorization instead of ~40 likelihood evaluations with gradients).
+    kernel kept, its Cholesky factorization extended by the new rows (no likelihood optimization).
     The likelihood is what makes BO slow (docs/benchmarks.md), and with a few new points per
     batch its optimum moves little.
 
@@ -632,16 +676,15 @@ class GaussianProcess(Surrogate):
     def __init__(self, gp_refit_growth: float = GP_REFIT_GROWTH.default_value,
                  gp_lbfgs_iterations: int = GP_LBFGS_ITERATIONS.default_value) -> None:
         super().__init__()
-        self._warm_kernel = None
         self.refit_growth = float(gp_refit_growth)
         self.lbfgs_iterations = int(gp_lbfgs_iterations)
+        self._model = None
+        """The last fit's :class:`metaopt.components._gp.MaternGP` (its θ warm-starts the next)."""
         self._optimized_at = 0
         """Training points when the kernel hyperparameters were last optimized (0: never)."""
 
     def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
-        from sklearn.exceptions import ConvergenceWarning
-
-        from metaopt.components._gp import MaternGPRegressor, capped_lbfgs, default_kernel
+        from metaopt.components._gp import MaternGP, default_theta
 
         if len(y) > self.max_points:
             order = np.argsort(y, kind="stable")
@@ -649,25 +692,18 @@ class GaussianProcess(Surrogate):
             rest = rng.choice(order[half:], size=self.max_points - half, replace=False)
             keep = np.concatenate([order[:half], rest])
             F, y = F[keep], y[keep]
+        _seed(rng)  # the draw scikit-learn's regressor took for its restarts: the run's stream stays where it was
         p = F.shape[1]
-        kernel = self._warm_kernel
-        if kernel is None or kernel.k1.k2.length_scale.shape != (p,):
-            kernel, self._optimized_at = default_kernel(p), 0
+        previous = self._model
+        if previous is None or len(previous.theta) != p + 2:
+            previous, self._optimized_at = None, 0
+        theta = default_theta(p) if previous is None else previous.theta
         optimize = self._optimized_at == 0 or len(y) >= self._optimized_at * (1.0 + self.refit_growth)
-        optimizer = None
-        if optimize:
-            optimizer = capped_lbfgs(self.lbfgs_iterations) if self.lbfgs_iterations > 0 else "fmin_l_bfgs_b"
-        model = MaternGPRegressor(kernel, normalize_y=True, n_restarts_optimizer=0, random_state=_seed(rng),
-                                  optimizer=optimizer)
-        with warnings.catch_warnings(), _threadpools().limit(limits=1):
-            # Length scales at their bounds (irrelevant features) and L-BFGS iteration limits warn; harmless.
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            self._model = model.fit(F, y)
-        self._warm_kernel = self._model.kernel_
+        with _threadpools().limit(limits=1):
+            self._model = MaternGP(F, y, theta, self.lbfgs_iterations if optimize else None, previous=previous)
         if optimize:
             self._optimized_at = len(y)
 
     def _predict(self, F: np.ndarray) -> Prediction:
         with _threadpools().limit(limits=1):
-            mean, std = self._model.predict(F, return_std=True)
-        return mean, std
+            return self._model.predict(F)

@@ -113,6 +113,27 @@ def test_random_forest_equals_scikit_learn_forest(n, p):
     np.testing.assert_array_equal(std, per_tree.std(axis=0))
 
 
+def test_tree_grower_falls_back_to_the_estimator_with_the_same_trees(monkeypatch):
+    """Without scikit-learn's private builder (another version) the estimator grows each tree: the
+    same forest, and it is not the private path that answered."""
+    from metaopt.components import surrogates
+
+    data = np.random.default_rng(4)
+    F, y, query = data.random((60, 5)), data.normal(size=60), data.random((100, 5))
+    expected = RandomForest(rf_n_trees=6, rf_max_features=0.5).fit(F, y, np.random.default_rng(2)).predict(query)
+    built = []
+
+    def unavailable(self, *args):
+        built.append(1)
+        raise ImportError("no private builder")
+
+    monkeypatch.setattr(surrogates._TreeGrower, "_build", unavailable)
+    fallback = RandomForest(rf_n_trees=6, rf_max_features=0.5).fit(F, y, np.random.default_rng(2))
+    assert fallback.fallback_reason is None and built == [1]  # tried once, then the estimator for every tree
+    for a, b in zip(fallback.predict(query), expected, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def _recounted_leaf_values(forest: RandomForest, F: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
     """Every tree's leaf values counted from all rows at once: the weighted mean loss per leaf, the grown
     rows with their weights and each later row with weight 1 (one ``bincount`` over all rows)."""
@@ -120,9 +141,9 @@ def _recounted_leaf_values(forest: RandomForest, F: np.ndarray, y: np.ndarray) -
     values = []
     for tree, grown_weight in zip(forest._trees, forest._grown_weights, strict=True):
         weight = np.concatenate([grown_weight, np.ones(len(X) - len(grown_weight))])
-        leaf = tree.tree_.apply(X)
-        total = np.bincount(leaf, weights=weight * y, minlength=tree.tree_.node_count)
-        count = np.bincount(leaf, weights=weight, minlength=tree.tree_.node_count)
+        leaf = tree.apply(X)
+        total = np.bincount(leaf, weights=weight * y, minlength=tree.node_count)
+        count = np.bincount(leaf, weights=weight, minlength=tree.node_count)
         values.append(total / np.where(count > 0, count, 1.0))
     return values
 

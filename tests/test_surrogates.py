@@ -258,25 +258,33 @@ def test_gp_caps_training_points(problem) -> None:
     s = GaussianProcess()
     s.max_points = 60
     s.fit(F, y, np.random.default_rng(0))
-    assert s.fallback_reason is None and len(s._model.X_train_) == 60
+    assert s.fallback_reason is None and len(s._model.X) == 60
     assert spearmanr(s.predict(Fc)[0], yc)[0] > 0.5
+
+
+def _sklearn_gp(p: int, optimizer: str | None):
+    """scikit-learn's regressor with the kernel our GP implements (components/_gp.py)."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
+    kernel = (ConstantKernel(1.0, (1e-3, 1e3)) * Matern(np.full(p, 0.5), (1e-2, 1e2), nu=2.5)
+              + WhiteKernel(1e-2, (1e-6, 1.0)))
+    return GaussianProcessRegressor(kernel, normalize_y=True, optimizer=optimizer, random_state=0)
 
 
 @pytest.mark.parametrize("n, p", [(1, 1), (2, 3), (60, 8), (333, 22)])
 def test_gp_likelihood_is_scikit_learns_and_its_gradient_the_same_up_to_rounding(n, p) -> None:
     """The closed-form gradient (components/_gp.py) against scikit-learn's (n, n, p) contraction, and
     the likelihood's value, which the optimizer compares between steps, bit for bit."""
-    from sklearn.gaussian_process import GaussianProcessRegressor
-
-    from metaopt.components._gp import MaternGPRegressor, default_kernel
+    from metaopt.components._gp import MaternGP, default_theta, log_marginal_likelihood
 
     data = np.random.default_rng(n)
     X, y = data.random((n, p)) * data.uniform(0.1, 10.0, p), data.normal(size=n)
-    ours = MaternGPRegressor(default_kernel(p), normalize_y=True, optimizer=None).fit(X, y)
-    reference = GaussianProcessRegressor(default_kernel(p), normalize_y=True, optimizer=None).fit(X, y)
+    normalized = MaternGP(X, y, default_theta(p), None).y
+    reference = _sklearn_gp(p, None).fit(X, y)
     for seed in range(4):
         theta = np.random.default_rng(seed).uniform(-2.0, 2.0, p + 2)
-        value, gradient = ours.log_marginal_likelihood(theta, eval_gradient=True)
+        value, gradient, _ = log_marginal_likelihood(theta, X, normalized)
         expected_value, expected_gradient = reference.log_marginal_likelihood(theta, eval_gradient=True)
         assert value == expected_value
         np.testing.assert_allclose(gradient, expected_gradient, rtol=1e-9, atol=1e-9 * np.abs(expected_gradient).max())
@@ -284,32 +292,56 @@ def test_gp_likelihood_is_scikit_learns_and_its_gradient_the_same_up_to_rounding
 
 def test_gp_gradient_matches_finite_differences() -> None:
     """Independent of scikit-learn's gradient: central differences of the likelihood in θ."""
-    from metaopt.components._gp import MaternGPRegressor, default_kernel
+    from metaopt.components._gp import log_marginal_likelihood
 
     data = np.random.default_rng(3)
     X, y = data.random((40, 5)), data.normal(size=40)
-    model = MaternGPRegressor(default_kernel(5), normalize_y=True, optimizer=None).fit(X, y)
     theta, h = np.array([0.3, -0.5, 0.1, 0.7, -1.0, 0.2, -3.0]), 1e-6
-    _, gradient = model.log_marginal_likelihood(theta, eval_gradient=True)
-    numeric = [(model.log_marginal_likelihood(theta + h * e) - model.log_marginal_likelihood(theta - h * e)) / (2 * h)
+    _, gradient, _ = log_marginal_likelihood(theta, X, y)
+    numeric = [(log_marginal_likelihood(theta + h * e, X, y, gradient=False)[0]
+                - log_marginal_likelihood(theta - h * e, X, y, gradient=False)[0]) / (2 * h)
                for e in np.eye(len(theta))]
     np.testing.assert_allclose(gradient, numeric, rtol=1e-5, atol=1e-6)
 
 
-def test_gp_fit_finds_scikit_learns_kernel(problem) -> None:
-    """The same optimum as scikit-learn's fit, from the same start (rounding may move its last digits)."""
-    from sklearn.gaussian_process import GaussianProcessRegressor
+def test_gp_fit_and_predictions_are_scikit_learns(problem) -> None:
+    """The same optimum as scikit-learn's fit from the same start (rounding may move its last digits),
+    and at a given θ the same predictions up to rounding."""
+    from metaopt.components._gp import MaternGP, default_theta
 
-    from metaopt.components._gp import MaternGPRegressor, default_kernel
-
-    F, y, _, _ = problem
+    F, y, Fc, _ = problem
     F, y = F[:30], y[:30]
-    ours = MaternGPRegressor(default_kernel(F.shape[1]), normalize_y=True, random_state=0).fit(F, y)
-    reference = GaussianProcessRegressor(default_kernel(F.shape[1]), normalize_y=True, random_state=0).fit(F, y)
+    p = F.shape[1]
+    ours = MaternGP(F, y, default_theta(p), 0)
+    reference = _sklearn_gp(p, "fmin_l_bfgs_b").fit(F, y)
     # An irrelevant feature's length scale sits on a flat ridge of the likelihood:
     # compare θ loosely, the optimum tightly.
-    np.testing.assert_allclose(ours.kernel_.theta, reference.kernel_.theta, atol=1e-3)
+    np.testing.assert_allclose(ours.theta, reference.kernel_.theta, atol=1e-3)
     assert ours.log_marginal_likelihood_value_ == pytest.approx(reference.log_marginal_likelihood_value_, rel=1e-6)
+    fixed, reference = MaternGP(F, y, default_theta(p), None), _sklearn_gp(p, None).fit(F, y)
+    for a, b in zip(fixed.predict(Fc), reference.predict(Fc, return_std=True), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    assert fixed.log_marginal_likelihood_value_ == reference.log_marginal_likelihood_value_
+
+
+def test_gp_extends_its_factorization_when_points_are_added(problem) -> None:
+    """θ kept and rows added: the block update of the Cholesky factor gives the factorization, the
+    likelihood and the predictions of a fit from scratch, up to rounding; rows that do not extend
+    the previous ones are factorized anew."""
+    from metaopt.components._gp import MaternGP, default_theta
+
+    F, y, Fc, _ = problem
+    theta = MaternGP(F[:40], y[:40], default_theta(F.shape[1]), 1).theta
+    previous = MaternGP(F[:40], y[:40], theta, None)
+    assert previous._extended(F[1:45], y[1:45]) is None
+    extended = MaternGP(F[:45], y[:45], theta, None, previous=previous)
+    scratch = MaternGP(F[:45], y[:45], theta, None)
+    np.testing.assert_array_equal(extended.L[:40, :40], previous.L)  # the old block is kept as it was
+    np.testing.assert_allclose(extended.L, scratch.L, rtol=1e-10, atol=1e-12)
+    assert extended.log_marginal_likelihood_value_ == pytest.approx(scratch.log_marginal_likelihood_value_, rel=1e-10)
+    for a, b in zip(extended.predict(Fc), scratch.predict(Fc), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
 
 # --- acquisition ----------------------------------------------------------------------------------
 
