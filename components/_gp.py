@@ -43,7 +43,6 @@ Imported by :class:`metaopt.components.surrogates.GaussianProcess` when it is fi
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import numpy as np
 from scipy.linalg import cho_solve, cholesky, solve_triangular
