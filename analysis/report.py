@@ -412,11 +412,14 @@ def search_section(study: StudySpec, output: Path) -> Section | None:
     if curves.empty or curves["best"].isna().all():
         return None
     bands = noise_bands(store)
+    baselines = curves["search"].nunique() > 1
     caption = ("Best mean objective on the training instances so far (the γ* rule applied to the trials so far: "
                "the lowest mean over instances among configurations run on all of them), one line per search and "
-               "meta-seed, against meta-trials (log) and the CPU time of their inner runs (log). Baselines spend "
-               "their trials with the search's inner seed: random search over the same space (each configuration "
-               "on every training instance in turn) and the known designs alone (each on every instance)."
+               "meta-seed, against meta-trials (log) and the wall time of their inner runs as measured on the "
+               "machine that ran them (log)."
+               + (" Baselines spend their trials with the search's inner seed: random search over the same space "
+                  "(each configuration on every training instance in turn) and the known designs alone (each on "
+                  "every instance)." if baselines else " No meta-level baselines were run (meta.baselines).")
                + (" Shaded: a design re-run on more seeds, mean ± 1 s.d. of its mean objective over the seeds: "
                   "differences between designs smaller than this band are noise." if not bands.empty else ""))
     section = Section("The search at the meta level", [figures.search_progress(curves, bands, caption)])
