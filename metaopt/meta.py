@@ -146,7 +146,8 @@ def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = N
     lines = []
     for key in sorted(cache):
         record = cache[key]
-        compact = {k: record[k] for k in ("hash", "gamma", "instance", "seed", "status", "objective")}
+        compact = {k: record[k] for k in ("hash", "gamma", "instance", "seed", "status", "objective", "inner_budget")
+                   if k in record}
         compact["summary"] = {k: v for k, v in record.get("summary", {}).items() if k in ARCHIVE_SUMMARY_FIELDS}
         lines.append(json.dumps(jsonable(compact)))  # γ's key order as stored: it is the archive's column order
     # mtime 0: the same runs give the same bytes (the file is committed)

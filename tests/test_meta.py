@@ -565,3 +565,11 @@ def test_multi_fidelity_search_over_the_inner_budget(tmp_path):
     assert record["summary"]["budget"] == pytest.approx(0.25 * full["summary"]["budget"])
     star = json.loads((out / "gamma_star.json").read_text())
     assert "@" not in star["hash"] and star["n_instances"] == 3
+    # its compact meta-archive keeps each run's inner budget, and reads back as the store's runs
+    from metaopt.meta import export_meta_runs
+    from metaopt.meta_archive import load_cache, read_meta_runs
+
+    count = export_meta_runs(StudyStore(tmp_path / "mf"), tmp_path / "mf.jsonl.gz")
+    records = read_meta_runs(tmp_path / "mf.jsonl.gz")
+    assert count == len(records) == len(load_cache(StudyStore(tmp_path / "mf")))
+    assert sum("inner_budget" in r for r in records) == len(list((out / "runs").glob("*@*/*/seed-*.json")))
