@@ -37,7 +37,7 @@ def incumbent_trajectory(trials: pd.DataFrame, n_instances: int, wall: dict[tupl
     """One row per trial of one search (in order): ``trial`` (1-based), ``cpu_hours`` so far and
     ``best``, the incumbent's mean objective (NaN until a configuration has run on all
     ``n_instances``); ``wall`` gives each run's wall time by (γ hash, instance, seed)."""
-    sums: dict[tuple[str, str], list[float]] = {}
+    objectives: dict[str, dict[str, list[float]]] = {}  # γ hash -> instance -> its objectives so far
     means: dict[str, float] = {}
     seen: set[tuple[str, str, int]] = set()
     cpu, best, rows = 0.0, np.nan, []
@@ -46,12 +46,12 @@ def incumbent_trajectory(trials: pd.DataFrame, n_instances: int, wall: dict[tupl
         if key not in seen:
             seen.add(key)
             cpu += wall.get(key, 0.0)
-        if getattr(trial, "inner_budget", 1.0) == 1.0 or pd.isna(getattr(trial, "inner_budget", 1.0)):
-            sums.setdefault((trial.hash, str(trial.instance)), []).append(float(trial.objective))
-        per_instance = [np.mean(v) for (h, _), v in sums.items() if h == trial.hash]
-        if len(per_instance) == n_instances:
-            means[trial.hash] = float(np.mean(per_instance))
-            best = min(means.values())
+        if pd.isna(getattr(trial, "inner_budget", np.nan)):  # only runs below the full budget record theirs
+            runs = objectives.setdefault(trial.hash, {})
+            runs.setdefault(str(trial.instance), []).append(float(trial.objective))
+            if len(runs) == n_instances:
+                means[trial.hash] = float(np.mean([np.mean(v) for v in runs.values()]))
+                best = min(means.values())
         rows.append({"trial": t, "cpu_hours": cpu / 3600.0, "best": best})
     return pd.DataFrame(rows)
 

@@ -69,7 +69,7 @@ from tqdm import tqdm
 from metaopt.errors import UsageError
 from metaopt.executor import Executor
 from metaopt.meta_archive import (CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, load_cache, meta_archive,
-                                  selection_pool)
+                                  search_means, selection_pool)
 from metaopt.meta_search import (Batch, Key, ListSearch, MetaSetup, MultiFidelitySmacSearch, RandomSearch, Search,
                                  SliceEnded,
                                  SmacSearch, complete_gamma, meta_objective, record_key, run_side_by_side,
@@ -281,7 +281,8 @@ def run_noise(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame, rows: 
     """The meta-objective's noise: γ* and the best known design of the archive (the lowest mean among
     those run on all training instances) re-run on ``count`` seeds of every training instance.
     Writes ``meta/noise.csv`` (design, hash, seed, mean objective over the instances) and returns it."""
-    _, per_config = _search_means_complete(archive, instances)
+    _, per_config = search_means(archive)
+    per_config = per_config[per_config["n_instances"] == len(instances)]
     designs = {"gamma*": star["hash"]}
     known_complete = [h for h in per_config.sort_values("mean", kind="stable").index if h in known]
     if known_complete and known_complete[0] != star["hash"]:
@@ -297,13 +298,6 @@ def run_noise(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame, rows: 
                           for name, h in designs.items() for seed in seeds])
     atomic_write_text(store.noise_csv, table.to_csv(index=False))
     return table
-
-
-def _search_means_complete(archive: pd.DataFrame, instances: list[str]) -> tuple[pd.Series, pd.DataFrame]:
-    """The archive's mean objective per configuration, among those run on all ``instances``."""
-    per_instance = archive.groupby(["hash", "instance"], sort=False)["objective"].mean()
-    per_config = per_instance.groupby(level="hash", sort=False).agg(["mean", "count"])
-    return per_instance, per_config[per_config["count"] == len(instances)]
 
 
 def _run_plan(store: StudyStore, setup: MetaSetup, plan: list[Key], gammas: dict[str, dict[str, Any]],

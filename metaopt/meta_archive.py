@@ -62,7 +62,7 @@ def meta_archive(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
-def _search_means(archive: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:
+def search_means(archive: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:
     """The search's objective per (γ hash, instance), seeds averaged, and per γ hash in the archive's
     order: ``mean`` over its instances and ``n_instances``. Read by :func:`choose_gamma_star` and
     :func:`selection_pool`."""
@@ -76,7 +76,7 @@ def choose_gamma_star(archive: pd.DataFrame, instances: list[str], rows: list[di
     """γ* by the pooled rule of the module docstring."""
     if archive.empty:
         raise UsageError("meta-optimization produced no trials")
-    _, per_config = _search_means(archive)
+    _, per_config = search_means(archive)
     complete = per_config[per_config["n_instances"] == len(instances)]
     pool = complete if len(complete) else per_config[per_config["n_instances"] == per_config["n_instances"].max()]
     best_hash = pool["mean"].idxmin()
@@ -108,7 +108,7 @@ def selection_pool(archive: pd.DataFrame, instances: list[str], top: int,
     (with 30 instances and 150 trials per meta-seed, only its incumbent), and a plain mean over
     different instances would compare instances' difficulties rather than configurations.
     """
-    per_instance, per_config = _search_means(archive)
+    per_instance, per_config = search_means(archive)
     complete = per_config[per_config["n_instances"] == len(instances)]
     if complete.empty:
         return per_config.iloc[:0].assign(difference=[])
