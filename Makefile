@@ -13,7 +13,7 @@ install: $(STAMP)
 
 # yahpo-gym 1.0.2 pins ConfigSpace<=0.6.1 and numpy<2, which SMAC 2.4 cannot use. Its pins are
 # stale, not real requirements: it is installed without its dependencies (which are ours too) and
-# metaopt/benchmarks/yahpo.py supplies the one ConfigSpace method it calls that 1.x removed.
+# metaopt/core/benchmarks/yahpo.py supplies the one ConfigSpace method it calls that 1.x removed.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

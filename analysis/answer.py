@@ -19,8 +19,8 @@ import pandas as pd
 from metaopt.analysis.anytime import mean_se_over_instances
 from metaopt.analysis.held_out_runs import Evaluation
 from metaopt.analysis.stats import rank_test, scores_by_instance
-from metaopt.store import StudyStore
-from metaopt.store_utils import atomic_write_text
+from metaopt.store.store import StudyStore
+from metaopt.core.store_utils import atomic_write_text
 
 
 def _ranking(results: pd.DataFrame, column: str, alpha: float) -> list[str]:

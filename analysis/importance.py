@@ -65,9 +65,9 @@ from metaopt.analysis.meta_model import (
     latent_vectors,
     meta_archive_model,
 )
-from metaopt.errors import UsageError
-from metaopt.store import StudyStore
-from metaopt.store_utils import atomic_write_text
+from metaopt.core.errors import UsageError
+from metaopt.store.store import StudyStore
+from metaopt.core.store_utils import atomic_write_text
 
 N_TOTAL = 4096
 """Latent vectors used to estimate Var f."""

@@ -40,11 +40,11 @@ from metaopt.analysis.figures import Figure
 from metaopt.analysis.held_out_runs import Evaluation, read_runs_file, stored_runs
 from metaopt.analysis.meta_model import meta_archive_model
 from metaopt.analysis.stats import average_ranks, empty_runs, paired_differences, rank_test, scores_by_instance
-from metaopt.budget import Budget, split_spec
-from metaopt.errors import UsageError
-from metaopt.store import StudyStore
-from metaopt.study_spec import Companion, StudySpec, companion_studies
-from metaopt.run_io import check_run
+from metaopt.core.budget import Budget, split_spec
+from metaopt.core.errors import UsageError
+from metaopt.store.store import StudyStore
+from metaopt.store.study_spec import Companion, StudySpec, companion_studies
+from metaopt.store.run_io import check_run
 
 TOP_TABLE_ROWS = 20
 
@@ -93,7 +93,7 @@ def _failed_runs(output: Path) -> int:
 
 def load_evaluation(output: Path, study: StudySpec, companions: list[Companion]) -> Evaluation | None:
     """The finished runs under ``eval/runs`` of the study's optimizers (None when there are none), and
-    those the ``companions`` (:func:`metaopt.study_spec.companion_studies`) add: from a companion's
+    those the ``companions`` (:func:`metaopt.store.study_spec.companion_studies`) add: from a companion's
     store, or from its runs file when the store holds none of them.
 
     Runs of other optimizers, e.g. the full-budget twins behind RYC/RTC, stay out of the comparison.
@@ -275,7 +275,7 @@ def _archive_configs(archive: pd.DataFrame) -> pd.DataFrame:
 
 def _per_seed_winners(archive: pd.DataFrame) -> list[dict[str, Any]]:
     """γ* chosen by the stage's rule within each meta-seed's trials alone (Table 5's brackets)."""
-    from metaopt.meta_archive import choose_gamma_star
+    from metaopt.store.meta_archive import choose_gamma_star
 
     configs = _archive_configs(archive)
     winners = []

@@ -1,7 +1,7 @@
 """The meta-level picture of a study's search: how the best design on the training instances improved
 with meta-trials and CPU time, for the search and its baselines, against the meta-objective's noise.
 
-Read from the store (written by the optimize stage, :mod:`metaopt.meta`): the trials logs of the
+Read from the store (written by the optimize stage, :mod:`metaopt.stages.meta`): the trials logs of the
 search (``meta/trials-seed-<m>.jsonl``) and of its baselines (``meta/baselines/<name>/…``), the run
 records (for each run's wall time; those of a compact meta-archive too) and ``meta/noise.csv``.
 
@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from metaopt.meta_archive import load_cache
-from metaopt.store import StudyStore
+from metaopt.store.meta_archive import load_cache
+from metaopt.store.store import StudyStore
 
 SEARCH_LABELS = {"smac": "SMAC", "random": "random search"}
 BASELINE_LABELS = {"random": "random search (baseline)", "seeds": "known designs alone"}

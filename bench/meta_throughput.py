@@ -31,8 +31,8 @@ from metaopt.bench.machine import REPO, busy_cores, measured_idle
 def warm_up(benchmark: str, yahpo_data: str | None, instance: str) -> None:
     """One-time costs of a worker process (imports, the benchmark's ONNX session): paid before timing,
     as the harness's own process has paid them before its serial measurement."""
-    from metaopt.benchmarks import get_benchmark
-    from metaopt.loop import run
+    from metaopt.core.benchmarks import get_benchmark
+    from metaopt.engine.loop import run
     from metaopt.spaces.presets import get_preset
 
     problem = get_benchmark(benchmark, yahpo_data).problem(instance)
@@ -40,10 +40,10 @@ def warm_up(benchmark: str, yahpo_data: str | None, instance: str) -> None:
 
 
 def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
-    from metaopt.executor import make_executor
-    from metaopt.meta import MetaSetup, optimize
-    from metaopt.study import StudyContext
-    from metaopt.study_spec import load_study
+    from metaopt.core.executor import make_executor
+    from metaopt.stages.meta import MetaSetup, optimize
+    from metaopt.stages.study import StudyContext
+    from metaopt.store.study_spec import load_study
     from metaopt.spaces.design_space import design_space
     from metaopt.spaces.restrictions import get_restriction
 
@@ -108,9 +108,9 @@ def _speedups(rows: list[dict[str, Any]]) -> None:
 def evaluate_rows(config: BenchConfig, ctx: Any, yahpo_data: str | None) -> list[dict[str, Any]]:
     """Throughput of the evaluate stage's runs per worker count: the same run list each time,
     executed as the stage executes it (results are not stored)."""
-    from metaopt.executor import make_executor
+    from metaopt.core.executor import make_executor
     from metaopt.spaces.presets import get_preset
-    from metaopt.tasks import RunSpec, execute
+    from metaopt.engine.tasks import RunSpec, execute
 
     instances = ctx.bench.instances_of("test")[: config.eval_instances]
     references = ctx.references(instances, quiet=True)

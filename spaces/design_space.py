@@ -6,7 +6,7 @@ when any of their owners is). Loop-level parameters (μ) are always active.
 
 Which categories are conditional on which choices, and which combinations are forbidden, is
 derived from what the components declare (class attributes such as
-``FidelitySchedule.multi_fidelity`` or ``Surrogate.has_std``; see :data:`metaopt.registry.CATEGORIES`
+``FidelitySchedule.multi_fidelity`` or ``Surrogate.has_std``; see :data:`metaopt.core.registry.CATEGORIES`
 and :func:`forbidden_rules`), never from lists of names: a new component only declares what it is.
 
 A configuration γ may leave parameters out: missing active parameters take their defaults, and
@@ -39,8 +39,8 @@ from ConfigSpace.hyperparameters import (
 )
 from ConfigSpace.util import deactivate_inactive_hyperparameters
 
-from metaopt.errors import UsageError
-from metaopt.registry import CATEGORIES, activating_choices, components, get_component, names_declaring
+from metaopt.core.errors import UsageError
+from metaopt.core.registry import CATEGORIES, activating_choices, components, get_component, names_declaring
 
 # μ(1): the batch size (first-bracket size for hb). Paper Table 4: {2..200} on a log scale; we
 # start at 1 so that sequential single-fidelity algorithms (RS, BO) are points of the space.

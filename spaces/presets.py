@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from metaopt.components.fidelity_schedules import n_stages
-from metaopt.benchmarks.base import Fidelity
-from metaopt.errors import UsageError
+from metaopt.core.benchmarks.base import Fidelity
+from metaopt.core.errors import UsageError
 from metaopt.spaces.design_space import MU, validate
 
 ConfigFn = Callable[[Fidelity], dict[str, Any]]

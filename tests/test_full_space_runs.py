@@ -7,9 +7,9 @@ log-scaled and conditional hyperparameters, at a small budget, and checks each r
 
 import numpy as np
 
-from metaopt.benchmarks import get_benchmark
-from metaopt.budget import Budget
-from metaopt.loop import run
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.budget import Budget
+from metaopt.engine.loop import run
 from metaopt.spaces.design_space import design_space
 
 N_CONFIGS = 500

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metaopt.benchmarks import get_benchmark
-from metaopt.loop import run
-from metaopt.references import get_reference
-from metaopt.trace import TRACE_COLUMNS
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.engine.loop import run
+from metaopt.core.references import get_reference
+from metaopt.engine.trace import TRACE_COLUMNS
 from metaopt.spaces.design_space import design_space
 from metaopt.spaces.presets import get_preset
 

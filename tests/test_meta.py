@@ -12,14 +12,14 @@ import pandas as pd
 import pytest
 
 from metaopt.cli import main
-import metaopt.meta
-import metaopt.meta_search
-from metaopt.budget import Budget
-from metaopt.errors import UsageError
-from metaopt.meta import meta_objective
-from metaopt.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, selection_pool
-from metaopt.store import StudyStore
-from metaopt.study_spec import load_study
+import metaopt.stages.meta
+import metaopt.stages.meta_search
+from metaopt.core.budget import Budget
+from metaopt.core.errors import UsageError
+from metaopt.stages.meta import meta_objective
+from metaopt.store.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, selection_pool
+from metaopt.store.store import StudyStore
+from metaopt.store.study_spec import load_study
 
 STUDY = """
 name: meta_tiny
@@ -142,7 +142,7 @@ def test_resume_from_a_damaged_store_equals_uninterrupted_run(tmp_path, capsys):
     gamma_star = meta / "gamma_star.json"
     gamma_star.write_text(gamma_star.read_text()[:50])
     with pytest.raises(UsageError, match="gamma_star.json is damaged.*rerun the optimize stage"):
-        from metaopt.study import StudyContext
+        from metaopt.stages.study import StudyContext
 
         StudyContext(load_study(path), None).gamma_stars()
     capsys.readouterr()
@@ -155,16 +155,16 @@ def test_resume_from_a_damaged_store_equals_uninterrupted_run(tmp_path, capsys):
 
 
 def test_a_failing_inner_run_is_isolated(tmp_path, monkeypatch):
-    import metaopt.loop
+    import metaopt.engine.loop
 
-    real_run = metaopt.loop.run
+    real_run = metaopt.engine.loop.run
 
     def flaky(config, problem, seed, budget, **kw):
         if config.get("fidelity_schedule") != "single":
             raise RuntimeError("boom: this gamma is broken")
         return real_run(config, problem, seed, budget, **kw)
 
-    monkeypatch.setattr(metaopt.loop, "run", flaky)
+    monkeypatch.setattr(metaopt.engine.loop, "run", flaky)
     path = write(tmp_path, "f", trials=12)
     assert main(["optimize", str(path), "--quiet"]) == 0
     archive = pd.read_csv(tmp_path / "f" / "meta" / "archive.csv")
@@ -180,21 +180,21 @@ def test_a_failing_inner_run_is_isolated(tmp_path, monkeypatch):
 def test_failed_trials_write_no_gamma_star_and_are_retried(tmp_path, monkeypatch, capsys):
     """Every trial fails (e.g. a broken benchmark): one error line, no archive, no gamma*. Once the
     cause is fixed, the failed trials are recomputed and the results equal a run that never failed."""
-    import metaopt.loop
+    import metaopt.engine.loop
 
-    real_run = metaopt.loop.run
+    real_run = metaopt.engine.loop.run
 
     def broken(*args, **kw):
         raise RuntimeError("boom: the model file is corrupt")
 
-    monkeypatch.setattr(metaopt.loop, "run", broken)
+    monkeypatch.setattr(metaopt.engine.loop, "run", broken)
     path = write(tmp_path, "broken", trials=6, seeds="[1]")
     assert main(["optimize", str(path), "--quiet"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("metaopt: error: all 6 trials of the meta-optimization failed") and "\n" not in error
     assert "RuntimeError: boom: the model file is corrupt" in error
     assert not any((tmp_path / "broken" / "meta" / name).exists() for name in RESULTS)
-    monkeypatch.setattr(metaopt.loop, "run", real_run)
+    monkeypatch.setattr(metaopt.engine.loop, "run", real_run)
     assert main(["optimize", str(path), "--quiet"]) == 0
     assert "the search is not rerun" not in capsys.readouterr().out
     assert main(["optimize", str(write(tmp_path, "clean", trials=6, seeds="[1]")), "--quiet"]) == 0
@@ -214,12 +214,12 @@ def test_a_batch_runs_each_distinct_uncached_trial_once(tmp_path):
     cache = {(gamma_hash(stored), "i", 0): {"gamma": stored, "hash": gamma_hash(stored), "instance": "i",
                                             "seed": 0, "status": "ok", "objective": 2.0}}
     gammas = [{"x": x} for x in (1, 2, 1, 3)]
-    batch = metaopt.meta_search.Batch([(gamma_hash(g), "i", 0) for g in gammas], gammas, cache)
+    batch = metaopt.stages.meta_search.Batch([(gamma_hash(g), "i", 0) for g in gammas], gammas, cache)
     assert [gamma["x"] for gamma in batch.todo.values()] == [1, 3]
     store = StudyStore(tmp_path)
     for key, gamma in batch.todo.items():
         assert not batch.done
-        batch.deliver(key, metaopt.meta_search.store_record(store, fake_run(gamma, key[1], key[2])))
+        batch.deliver(key, metaopt.stages.meta_search.store_record(store, fake_run(gamma, key[1], key[2])))
     assert batch.done
     assert [(r["objective"], cached) for r, cached in batch.results()] == [(1.0, False), (2.0, True), (1.0, True),
                                                                            (3.0, False)]
@@ -230,7 +230,7 @@ def test_a_batch_runs_each_distinct_uncached_trial_once(tmp_path):
 def test_meta_seeds_run_side_by_side_on_the_executor(tmp_path):
     """While one meta-seed waits for its batch, the other meta-seeds' trials are on the executor: the
     first batches of all meta-seeds are submitted before any result comes back."""
-    from metaopt.executor import Executor
+    from metaopt.core.executor import Executor
 
     class Recording(Executor):
         def __init__(self):
@@ -249,7 +249,7 @@ def test_meta_seeds_run_side_by_side_on_the_executor(tmp_path):
     executor = Recording()
     path = write(tmp_path, "side", trials=6, seeds="[1, 2, 3]")
     study = load_study(path)
-    from metaopt.study import StudyContext, run_optimize
+    from metaopt.stages.study import StudyContext, run_optimize
 
     run_optimize(StudyContext(study, None), executor, quiet=True)
     first_done = executor.events.index(next(e for e in executor.events if e[0] == "done"))
@@ -300,13 +300,13 @@ def test_dask_evaluation_equals_serial(tmp_path):
 
 
 def _setup(restriction=None):
-    from metaopt.meta import MetaSetup
+    from metaopt.stages.meta import MetaSetup
 
     return MetaSetup("synthetic:mlp", None, Budget.parse("4d", 6), {}, restriction, "regret", (1.0,))
 
 
 def test_known_designs_are_the_presets_that_are_points_of_the_space(tmp_path):
-    from metaopt.meta import complete_gamma, known_designs
+    from metaopt.stages.meta import complete_gamma, known_designs
     from metaopt.spaces.design_space import design_space
     from metaopt.spaces.presets import get_preset
     from metaopt.spaces.restrictions import get_restriction
@@ -315,7 +315,7 @@ def test_known_designs_are_the_presets_that_are_points_of_the_space(tmp_path):
     assert {"rs", "hb", "bohb", "cfo", "cfo_tuned", "bo_gp_ei", "smashy_lcbench_hb"} <= set(full)
     table4 = known_designs(_setup("table4"), get_restriction("table4").space())
     assert set(table4) == {"bohb", "smashy_lcbench_hb", "smashy_lcbench_equal", "smashy_rbv2_hb", "smashy_rbv2_equal"}
-    fidelity = __import__("metaopt.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity
+    fidelity = __import__("metaopt.core.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity
     for name, configuration in table4.items():  # each completes to exactly the preset
         assert complete_gamma(_setup("table4"), dict(configuration)) == get_preset(name).config(fidelity)
     mine = {**get_preset("smashy_lcbench_hb").config(fidelity), "mu": 20}
@@ -354,7 +354,7 @@ def test_gamma_star_is_selected_by_reruns_of_the_top_candidates(tmp_path, capsys
 
     extra = tmp_path / "mine.json"
     extra.write_text(json.dumps({**get_preset("smashy_lcbench_hb").config(
-        __import__("metaopt.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity), "mu": 20}))
+        __import__("metaopt.core.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity), "mu": 20}))
     path = tmp_path / "s.yaml"
     path.write_text(SELECTION_STUDY.format(extra=extra, out=tmp_path / "out"))
     assert main(["optimize", str(path), "--quiet"]) == 0
@@ -364,7 +364,7 @@ def test_gamma_star_is_selected_by_reruns_of_the_top_candidates(tmp_path, capsys
     table = pd.read_csv(meta / "selection.csv")
     star = json.loads((meta / "gamma_star.json").read_text())
     assert len(table) == 3 and table["chosen"].sum() == 1
-    fidelity = __import__("metaopt.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity
+    fidelity = __import__("metaopt.core.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity
     tried = set(pd.read_csv(meta / "archive.csv")["hash"])
     assert {gamma_hash(get_preset("bohb").config(fidelity)), gamma_hash(json.loads(extra.read_text()))} <= tried
     chosen = table[table["chosen"]].iloc[0]
@@ -566,8 +566,8 @@ def test_multi_fidelity_search_over_the_inner_budget(tmp_path):
     star = json.loads((out / "gamma_star.json").read_text())
     assert "@" not in star["hash"] and star["n_instances"] == 3
     # its compact meta-archive keeps each run's inner budget, and reads back as the store's runs
-    from metaopt.meta import export_meta_runs
-    from metaopt.meta_archive import load_cache, read_meta_runs
+    from metaopt.stages.meta import export_meta_runs
+    from metaopt.store.meta_archive import load_cache, read_meta_runs
 
     count = export_meta_runs(StudyStore(tmp_path / "mf"), tmp_path / "mf.jsonl.gz")
     records = read_meta_runs(tmp_path / "mf.jsonl.gz")

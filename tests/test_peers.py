@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 from ConfigSpace import ConfigurationSpace, Float, GreaterThanCondition
 
-from metaopt.benchmarks import get_benchmark
-from metaopt.budget import Budget
-from metaopt.errors import UsageError
-from metaopt.loop import run
-from metaopt.peers import PEERS, PeerUnavailable, _conditions, available_peers, peer_status, run_peer
-from metaopt.references import Reference
-from metaopt.trace import TRACE_COLUMNS
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.budget import Budget
+from metaopt.core.errors import UsageError
+from metaopt.engine.loop import run
+from metaopt.engine.peers import PEERS, PeerUnavailable, _conditions, available_peers, peer_status, run_peer
+from metaopt.core.references import Reference
+from metaopt.engine.trace import TRACE_COLUMNS
 from metaopt.spaces.presets import get_preset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -120,7 +120,7 @@ def test_same_inputs_give_identical_traces(name):
 
 def test_smac_hpo_does_not_depend_on_the_hash_seed():
     """SMAC orders its local-search start points through a set; peers.py fixes that order."""
-    script = ("import hashlib; from metaopt.benchmarks import get_benchmark; from metaopt.peers import run_peer; "
+    script = ("import hashlib; from metaopt.core.benchmarks import get_benchmark; from metaopt.engine.peers import run_peer; "
               "b = get_benchmark('synthetic:mlp'); "
               "t = run_peer('smac_hpo', b.problem(b.test_instances[0]), 1, '1d').trace; "
               "print(hashlib.md5(t.to_csv().encode()).hexdigest())")

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metaopt.benchmarks import get_benchmark
-from metaopt.budget import Budget
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.budget import Budget
 from metaopt.cli import main
-from metaopt.errors import UsageError
-from metaopt.references import get_reference, resolve_budget
+from metaopt.core.errors import UsageError
+from metaopt.core.references import get_reference, resolve_budget
 
 POOL = "pooled:synthetic:mlp+synthetic:rosenbrock"
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from metaopt.benchmarks import get_benchmark
-from metaopt.errors import UsageError
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.errors import UsageError
 from metaopt.spaces.presets import get_preset
 from metaopt.spaces.resolve import is_gamma_star, resolve_optimizer
-from metaopt.store import StudyStore
-from metaopt.study_spec import OptimizerVariant
+from metaopt.store.store import StudyStore
+from metaopt.store.study_spec import OptimizerVariant
 
 
 def test_the_store_layout_is_the_documented_one(tmp_path):
@@ -95,8 +95,8 @@ def test_a_variant_error_names_the_field_and_the_variant(fidelity):
 def test_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path):
     """The lock is on the output folder itself: removing ``.lock`` (which only names the holder) does not
     release it, and a second taker is still refused."""
-    from metaopt.errors import UsageError
-    from metaopt.store_utils import output_lock
+    from metaopt.core.errors import UsageError
+    from metaopt.core.store_utils import output_lock
 
     with output_lock(tmp_path / "out"):
         (tmp_path / "out" / ".lock").unlink()
@@ -108,7 +108,7 @@ def test_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path):
 
 
 def test_a_failed_command_leaves_no_folder_it_created(tmp_path):
-    from metaopt.store_utils import output_lock
+    from metaopt.core.store_utils import output_lock
 
     with pytest.raises(RuntimeError):
         with output_lock(tmp_path / "new"):
