@@ -1,13 +1,13 @@
 # Two commands do all the set-up on a fresh machine (see README.md):
 #   make demo   create/reuse .venv, install, run the quickstart study
-#   make test   create/reuse .venv, install, run the test suite
+#   make test   create/reuse .venv, install, run the static checks (make check) and the test suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.metaopt-installed
 YAHPO_GYM := yahpo-gym==1.0.2
 
-.PHONY: demo test install constraints clean
+.PHONY: demo test check install constraints clean
 
 install: $(STAMP)
 
@@ -24,8 +24,12 @@ $(STAMP): pyproject.toml constraints.txt
 demo: install
 	$(BIN)/metaopt study run studies/quickstart.yaml --workers 2
 
-test: install
+test: check
 	$(BIN)/python -m pytest
+
+# Static checks (configured in pyproject.toml).
+check: install
+	$(BIN)/ruff check .
 
 # Refresh the pinned versions after changing dependencies in pyproject.toml.
 constraints: install

@@ -75,7 +75,7 @@ def search_curves(store: StudyStore) -> pd.DataFrame:
     wall = {key: float(record.get("summary", {}).get("wall_time_s", 0.0))
             for key, record in load_cache(store, archive).items()}
     curves = []
-    for label, path, table in tables:
+    for label, _path, table in tables:
         trajectory = incumbent_trajectory(table, len(instances), wall)
         trajectory.insert(0, "meta_seed", int(table["meta_seed"].iloc[0]))
         trajectory.insert(0, "search", label)

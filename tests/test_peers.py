@@ -103,7 +103,7 @@ def test_smac_hb_uses_several_fidelities_and_keeps_config_ids():
     assert len(promoted) > 0
     assert all(f == sorted(f) and len(set(f)) == len(f) for f in promoted)
     hp = MLP.hyperparameter_names
-    for config_id, rows in trace.groupby("config_id"):
+    for _, rows in trace.groupby("config_id"):
         assert len(rows[hp].astype(str).drop_duplicates()) == 1
 
 

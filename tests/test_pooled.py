@@ -37,9 +37,9 @@ def test_a_pooled_benchmark_is_its_members_instances_under_scenario_prefixes():
 def test_what_differs_between_members_fails_with_a_message():
     pool = get_benchmark(POOL)
     with pytest.raises(UsageError, match="no single search space"):
-        pool.search_space
+        _ = pool.search_space
     with pytest.raises(UsageError, match="no single fidelity"):
-        pool.fidelity
+        _ = pool.fidelity
     with pytest.raises(UsageError, match="unknown instance 'mlp:nope'.*<scenario>:<instance>"):
         pool.problem("mlp:nope")
     with pytest.raises(UsageError, match="at least two members"):
