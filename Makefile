@@ -27,9 +27,16 @@ demo: install
 test: check
 	$(BIN)/python -m pytest
 
-# Static checks (configured in pyproject.toml).
+# Static checks (configured in pyproject.toml): ruff, then mypy on the package. mypy cannot follow
+# the package-dir mapping (components/ installed as metaopt.components, ...), so it reads the
+# package from a tree of links that puts each folder where it is installed.
+TYPECHECK := $(VENV)/typecheck
 check: install
 	$(BIN)/ruff check .
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/metaopt
+	ln -s $(CURDIR)/metaopt/* $(TYPECHECK)/metaopt/
+	for folder in components spaces analysis bench; do ln -s $(CURDIR)/$$folder $(TYPECHECK)/metaopt/$$folder; done
+	cd $(TYPECHECK) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p metaopt
 
 # Refresh the pinned versions after changing dependencies in pyproject.toml.
 constraints: install

@@ -94,6 +94,7 @@ def _resolve_optimizer(args: argparse.Namespace, fidelity: Any) -> tuple[str, di
     if not args.optimizer:
         raise UsageError("one of --optimizer NAME or --config FILE is required")
     resolved = resolve_optimizer(args.optimizer, fidelity, "--optimizer")
+    assert resolved.config is not None  # None only for a peer or a pending gamma*, which are not accepted here
     return resolved.name, resolved.config
 
 
@@ -234,7 +235,7 @@ def cmd_schedule(args: argparse.Namespace) -> None:
     s = schedule.stages(bench.fidelity)
     mu = int(config["mu"])
     rows = []
-    seen = set()
+    seen: set[int] = set()
     for plan in schedule.brackets(bench.fidelity, mu):
         if plan.bracket in seen or len(seen) >= s:
             break
@@ -613,7 +614,7 @@ def cmd_ablate(args: argparse.Namespace) -> None:
     study_output = Path(args.study_output) if args.study_output else None
     study_store = StudyStore(study_output) if study_output is not None else None
     study_budget = None
-    if study_store is not None:
+    if study_output is not None and study_store is not None:
         if not study_output.is_dir():
             raise UsageError(f"--study-output: no such folder: {study_output}")
         if study_store.is_study():
@@ -638,7 +639,7 @@ def cmd_ablate(args: argparse.Namespace) -> None:
         if given:
             raise UsageError(f"{given[0]}: only with --estimator evaluated (the surrogate predicts the meta-archive's "
                              "objective on the study's training instances at the study's budget)")
-        if study_output is None:
+        if study_output is None or study_store is None:
             raise UsageError("--estimator surrogate: needs --study-output DIR with meta/archive.csv")
         spec = AblationSpec(**common, budget=Budget.parse(study_budget, bench.d) if study_budget else None,
                             archive=study_store.archive_csv)

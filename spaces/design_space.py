@@ -102,7 +102,7 @@ def build_space(
         selector = Categorical(category.selector, names, default=category.default if category.default in names
                                else names[0])
         space.add(selector)
-        if condition_values:
+        if activation is not None and condition_values:
             space.add(_condition(selector, space[activation[0]], condition_values))
         shared: dict[str, tuple[Hyperparameter, list[str]]] = {}
         for comp in comps:
@@ -169,7 +169,7 @@ def _condition(child: Hyperparameter, parent: Hyperparameter, values: list[str])
     return EqualsCondition(child, parent, values[0]) if len(values) == 1 else InCondition(child, parent, values)
 
 
-def describe_hyperparameter(hp: Hyperparameter) -> str:
+def describe_hyperparameter(hp: Any) -> str:
     """A short human description of a hyperparameter's domain."""
     if isinstance(hp, CategoricalHyperparameter):
         return "one of " + ", ".join(map(str, hp.choices))

@@ -125,7 +125,7 @@ def _variant_config(variant: OptimizerVariant, fidelity: Any, field: str) -> Con
     from metaopt.spaces.presets import get_preset
 
     try:
-        base = get_preset(variant.preset).config(fidelity) if variant.preset else dict(variant.config)
+        base = get_preset(variant.preset).config(fidelity) if variant.preset else dict(variant.config or {})
         merged = validate({**base, **variant.set}, drop_inactive=True)
         inactive = [name for name in variant.set if name not in merged]
         if inactive:

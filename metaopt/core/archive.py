@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 
@@ -30,7 +32,7 @@ class Archive:
     def __len__(self) -> int:
         return self._rows
 
-    def add(self, vectors: np.ndarray, **columns: np.ndarray) -> None:
+    def add(self, vectors: np.ndarray, **columns: np.ndarray | Sequence[float]) -> None:
         """Append a batch; every field of ``_FIELDS`` must be given, one value per row."""
         n = len(vectors)
         values = {f: np.asarray(columns[f]) for f in self._FIELDS}

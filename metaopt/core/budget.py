@@ -59,7 +59,7 @@ class Budget:
             raise UsageError(f"budget must be a positive, finite amount, got {self.spec or self.amount}")
 
     @classmethod
-    def parse(cls, spec: str | float | int, d: int | None) -> "Budget":
+    def parse(cls, spec: Budget | str | float, d: int | None) -> Budget:
         """Parse ``30d`` (30 × d full evaluations), ``100`` (full evaluations), ``3600s`` (cost units),
         ``100c`` (the cost of 100 typical full evaluations of the instance) or ``30dc`` (of 30 × d).
 
@@ -77,7 +77,7 @@ class Budget:
         elif unit == "s":
             budget = cls(num, "cost", text)
         elif unit in ("c", "dc"):
-            budget = cls(num * (d if unit == "dc" else 1), "typical_cost", text)
+            budget = cls(num * (d if unit == "dc" and d is not None else 1), "typical_cost", text)
         else:
             budget = cls(num, "full_evals", text)
         if budget.unit == "full_evals" and budget.amount < 1:

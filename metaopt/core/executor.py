@@ -32,7 +32,8 @@ class Executor(AbstractContextManager):
     """
 
     workers = 1
-    dask_client = None
+    dask_client: Any = None
+    """The dask.distributed Client of a :class:`DaskExecutor`; None for the serial executor."""
 
     def __init__(self) -> None:
         self._queue: deque[tuple[int, Task]] = deque()
@@ -62,7 +63,7 @@ class Executor(AbstractContextManager):
         for task_id, result in self.completed():
             yield position[task_id], result
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         return None
 
     def describe(self) -> str:
@@ -96,7 +97,7 @@ class DaskExecutor(Executor):
 
         super().__init__()
         self._ids: dict[Any, int] = {}
-        self._cluster = None
+        self._cluster: Any = None
         if scheduler:
             try:
                 self.dask_client = Client(scheduler, timeout="20s")
@@ -134,7 +135,7 @@ class DaskExecutor(Executor):
             future = next(self._running)
             yield self._ids.pop(future), future.result()
 
-    def __exit__(self, exc_type: type | None, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt) and self._cluster is not None:
             # Interrupted (Ctrl-C): the runs in progress are abandoned on purpose; the CLI says so in one
             # line, so Dask's warnings about cancelled tasks and killed workers are not printed.

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 
-def _elementwise(f: Callable[..., float]) -> Callable[..., np.ndarray]:
+def _elementwise(f: Callable[..., Any]) -> Callable[..., np.ndarray]:
     """``f`` applied element by element to its broadcast arguments, as a float64 array of their shape."""
     def apply(*args: Any) -> np.ndarray:
         arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in args))
@@ -29,4 +29,4 @@ def _elementwise(f: Callable[..., float]) -> Callable[..., np.ndarray]:
     return apply
 
 
-exp, log, expm1, log1p, power = map(_elementwise, (math.exp, math.log, math.expm1, math.log1p, math.pow))
+exp, log, expm1, log1p, power = (_elementwise(f) for f in (math.exp, math.log, math.expm1, math.log1p, math.pow))

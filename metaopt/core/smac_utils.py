@@ -26,7 +26,7 @@ def reproducible_model_and_maximizer(facade: Any, scenario: Any, **model_options
     maximizer = facade.get_acquisition_maximizer(scenario)
     local = getattr(maximizer, "_local_search", None)
     original = getattr(local, "_get_init_points_from_previous_configs", None)
-    if original is not None:
+    if local is not None and original is not None:
         def ordered(*args: Any, **kwargs: Any) -> list:
             return sorted(original(*args, **kwargs), key=lambda c: tuple(np.nan_to_num(c.get_array(), nan=-1.0)))
 

@@ -107,10 +107,13 @@ class SpaceCodec:
         quantizers: list[Callable[[np.ndarray], np.ndarray] | None] = []
         for name in self.names:
             dist = self.space[name]._vector_dist
-            rv = getattr(dist, "rv", None)
+            rv: Any = getattr(dist, "rv", None)
             if (isinstance(dist, DiscretizedContinuousScipyDistribution) and isinstance(rv.dist, type(uniform))
                     and rv.dist._parse_args(*rv.args, **rv.kwds) == ((), 0, 1)):
-                quantizers.append(lambda u, dist=dist: dist._quantize(x=u))
+                def quantize(u: np.ndarray, dist: Any = dist) -> np.ndarray:
+                    return dist._quantize(x=u)
+
+                quantizers.append(quantize)
             else:
                 quantizers.append(None)
         return quantizers
@@ -120,13 +123,19 @@ class SpaceCodec:
         """Per hyperparameter, ``sample_vector`` of its ConfigSpace distribution; for quantized
         uniforms (integer hyperparameters) the same computation without scipy.stats' per-call
         overhead: ``uniform.rvs`` with loc 0 and scale 1 is ``random_state.uniform(0, 1, n)``."""
-        samplers = []
+        samplers: list[Callable[[int, np.random.RandomState], np.ndarray]] = []
         for name, quantize in zip(self.names, self._quantizers):
             if quantize is not None:
-                samplers.append(lambda n, state, quantize=quantize: quantize(state.uniform(0.0, 1.0, n)))
+                def sample_quantized(n: int, state: np.random.RandomState,
+                                     quantize: Callable[[np.ndarray], np.ndarray] = quantize) -> np.ndarray:
+                    return quantize(state.uniform(0.0, 1.0, n))
+
+                samplers.append(sample_quantized)
             else:
-                dist = self.space[name]._vector_dist
-                samplers.append(lambda n, state, dist=dist: dist.sample_vector(n, seed=state))
+                def sample(n: int, state: np.random.RandomState, dist: Any = self.space[name]._vector_dist) -> np.ndarray:
+                    return dist.sample_vector(n, seed=state)
+
+                samplers.append(sample)
         return samplers
 
     def _sample(self, n: int, state: np.random.RandomState) -> np.ndarray:
@@ -232,7 +241,7 @@ class SpaceCodec:
             if sample is None:
                 groups.append((first, count, 0))
                 continue
-            dist = self.space[self.names[first]]._vector_dist
+            dist: Any = self.space[self.names[first]]._vector_dist
             if type(dist) not in (UniformIntegerDistribution, UniformIntegerNormalizedDistribution) \
                     or not 2 <= dist.size < 2**32:
                 return None
@@ -254,6 +263,7 @@ class SpaceCodec:
         tests/test_exact_speedups.py checks the vectors against ConfigSpace's and the state after.
         """
         groups = self._stream_groups
+        assert groups is not None  # the callers check that the space decodes from the stream
         round_sizes = np.array(sizes if sizes is not None else [5] * -(-n // 5), dtype=np.int64)
         start_state = state.get_state()
         length = self._block_length(int(round_sizes.sum()))
@@ -278,8 +288,9 @@ class SpaceCodec:
     def _block_length(self, rows: int) -> int:
         """Words to read for ``rows`` rows: 10% above the expected count (a bounded integer takes
         (mask + 1) / size words on average), so that a second read is rare."""
-        per_row = sum(2 * count if size == 0 else (_mask(size - 1) + 1) / size
-                      for _, count, size in self._stream_groups)
+        assert self._stream_groups is not None  # called by _sample_from_stream only
+        per_row: float = sum(2 * count if size == 0 else (_mask(size - 1) + 1) / size
+                             for _, count, size in self._stream_groups)
         return int(rows * per_row * 1.1) + 256
 
     @functools.cached_property

@@ -265,7 +265,7 @@ def _smac_scenario(state: PeerRun, seed: int, output: str, multi_fidelity: bool)
     from smac import Scenario
 
     fid = state.problem.fidelity
-    budgets = {"min_budget": fid.r_min, "max_budget": fid.r_max} if multi_fidelity else {}
+    budgets: dict[str, Any] = {"min_budget": fid.r_min, "max_budget": fid.r_max} if multi_fidelity else {}
     # SMAC seeds the space it is given: it gets its own copy. Its output (it writes one by
     # default to ./smac3_output) goes to a temporary folder that the caller removes.
     return Scenario(copy.deepcopy(state.problem.search_space), name="peer", output_directory=Path(output),
@@ -433,7 +433,7 @@ def _run_flaml_cfo(state: PeerRun, seed: int) -> None:
     from flaml import CFO
 
     bench = state.problem.benchmark
-    space = bench.search_space
+    space: Any = bench.search_space
     conditions = _conditions(space)
     # The low-cost start: cheap ends of unconditional numeric hyperparameters (a conditional one
     # would have to sit inside FLAML's nested choice; it starts where FLAML puts it).

@@ -54,6 +54,7 @@ def execute(spec: RunSpec) -> RunOutcome:
 
             result = run_peer(spec.peer, problem, spec.seed, spec.budget, reference=spec.reference)
         else:
+            assert spec.config is not None  # a task runs a peer or a configuration
             result = run(spec.config, problem, spec.seed, spec.budget, reference=spec.reference)
         result.summary["optimizer"] = spec.optimizer
         return RunOutcome(spec, result=result)

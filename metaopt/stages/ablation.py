@@ -162,10 +162,10 @@ def greedy_path(source: Gamma, target: Gamma, estimate: Estimate, space: Configu
         names_left = differing(current, target, space)
         singles = [((n,), flip(current, [n], target, space)) for n in names_left]
         skipped = tuple(n for (n,), config in singles if config is None)
-        candidates = [(names, config) for names, config in singles if config is not None]
+        candidates: list[tuple[tuple[str, ...], Gamma]] = [(names, config) for names, config in singles if config is not None]
         if not candidates:
             pairs = [(pair, flip(current, pair, target, space)) for pair in itertools.combinations(names_left, 2)]
-            candidates = [(names, config) for names, config in pairs if config is not None]
+            candidates = [(tuple(names), config) for names, config in pairs if config is not None]
         if not candidates:
             candidates = [(tuple(names_left), target)]
         estimates = estimate([config for _, config in candidates])
@@ -289,7 +289,8 @@ class Endpoint:
     """A named configuration γ (a preset, γ* of a study, or a file)."""
 
     name: str
-    config: Gamma
+    config: Gamma | None
+    """None only for a gamma* not computed yet (a study checked before it runs), never for an ablation run."""
 
 
 @dataclass(frozen=True)
@@ -375,7 +376,7 @@ def run_ablation(spec: AblationSpec, output: Path, executor: Executor | None = N
     if spec.estimator == "evaluated":
         if not spec.instances or not spec.seeds or spec.budget is None:
             raise UsageError("estimator evaluated: needs instances, seeds and a budget")
-        estimator = EvaluatedEstimator(store.ablation_runs_dir(spec.folder_name), spec.benchmark, list(spec.instances), list(spec.seeds),
+        estimator: EvaluatedEstimator | SurrogateEstimator = EvaluatedEstimator(store.ablation_runs_dir(spec.folder_name), spec.benchmark, list(spec.instances), list(spec.seeds),
                                        spec.budget, executor or Executor(), spec.race, spec.yahpo_data, quiet)
     else:
         if spec.archive is None or not spec.archive.exists():
@@ -383,10 +384,12 @@ def run_ablation(spec: AblationSpec, output: Path, executor: Executor | None = N
         estimator = SurrogateEstimator.from_archive(spec.archive)
 
     src, tgt = spec.source, spec.target
+    source, target = src.config, tgt.config
+    assert source is not None and target is not None  # the study runs its ablations after optimize
     run = {
-        "path": lambda: greedy_path(src.config, tgt.config, estimator, labels=(src.name, tgt.name)),
-        "ofat": lambda: ofat(src.config, tgt.config, estimator, labels=(src.name, tgt.name)),
-        "loco": lambda: leave_one_component_out(tgt.config, src.config, estimator, labels=(tgt.name, src.name)),
+        "path": lambda: greedy_path(source, target, estimator, labels=(src.name, tgt.name)),
+        "ofat": lambda: ofat(source, target, estimator, labels=(src.name, tgt.name)),
+        "loco": lambda: leave_one_component_out(target, source, estimator, labels=(tgt.name, src.name)),
     }
     tables = {}
     for variant in spec.variants:

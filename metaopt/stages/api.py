@@ -17,7 +17,7 @@ import warnings
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 from ConfigSpace import ConfigurationSpace
 
@@ -58,7 +58,9 @@ def optimizer_config(optimizer: str | Mapping[str, Any] | Path, fidelity: Fideli
     if not isinstance(optimizer, (str, Path)):
         raise UsageError(f"optimizer: expected a preset name, a configuration dict or a JSON file, "
                          f"got {type(optimizer).__name__}")
-    return resolve_optimizer(str(optimizer), fidelity, "optimizer").config
+    config = resolve_optimizer(str(optimizer), fidelity, "optimizer").config
+    assert config is not None  # None only for a peer or a pending gamma*, which are not accepted here
+    return config
 
 
 def ask_tell(space: ConfigurationSpace, optimizer: str | Mapping[str, Any] | Path = "bohb", budget: str = "30d",
@@ -122,7 +124,7 @@ def _check_catch(catch: Any) -> tuple[type[BaseException], ...]:
 def _check_timeout(timeout: Any) -> float | None:
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not cast(float, timeout) > 0:
         raise UsageError(f"timeout: must be a number of seconds > 0 or None, got {timeout!r}")
     return float(timeout)
 

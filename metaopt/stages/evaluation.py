@@ -149,7 +149,7 @@ def evaluate(output: Path | StudyStore, bench: Benchmark, entries: list[Optimize
     started = time.perf_counter()
     failures = 0
     outcomes = executor.map_unordered((execute, (group[0],)) for group in groups)
-    bar = dict(total=len(groups), desc="evaluation runs", unit="run", disable=True if quiet else None)
+    bar: dict[str, Any] = dict(total=len(groups), desc="evaluation runs", unit="run", disable=True if quiet else None)
     for position, outcome in tqdm(outcomes, **bar):
         for spec in groups[position]:
             folder = store.eval_run_dir(spec.optimizer, spec.instance, spec.seed)
@@ -291,7 +291,7 @@ def write_termination_table(folder: Path, results: list[tuple[dict, Any]], twin_
     if per_run.empty:
         return per_run
     atomic_write_text(folder / "termination_runs.csv", per_run.to_csv(index=False))
-    table = None
+    table: Any = None
     for column in ("ryc", "rtc", "rtc_budget", "stopped", "regret_stopped", "regret_full"):
         agg = mean_se_over_instances(per_run, ["optimizer"], column)
         agg = agg.rename(columns={"mean": column, "se": f"{column}_se"})
@@ -343,7 +343,7 @@ def write_tables(store: StudyStore, results: list[tuple[dict, Any]], budget: Bud
     atomic_write_text(folder / "wall_times.csv", walls.reset_index().to_csv(index=False))
     atomic_write_text(store.results_csv, per_run.drop(columns="wall_time_s").to_csv(index=False))
 
-    table = None
+    table: Any = None
     for rb in report_budgets:
         agg = mean_se_over_instances(per_run, ["optimizer"], f"regret@{rb.spec}")
         agg[f"regret@{rb.spec}"] = [f"{m:.4f} ± {s:.4f}" for m, s in zip(agg["mean"], agg["se"])]

@@ -279,6 +279,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
     meta = ctx.study.spec.meta
     if meta is None:
         raise UsageError(f"{ctx.study.path} has no 'meta' section: nothing to optimize (evaluation only)")
+    assert isinstance(meta.seeds, list)  # the schema turns a count into its list
     references = ctx.references(ctx.meta_instances, quiet)
     features = {i: [references[i].y_min, references[i].y_max] + ctx.bench.instance_features(i)
                 for i in ctx.meta_instances}
@@ -322,6 +323,7 @@ def run_evaluate(ctx: StudyContext, executor, quiet: bool = False):
     from metaopt.stages.evaluation import evaluate, resolve_optimizers
 
     ev = ctx.study.spec.evaluation
+    assert ev is not None and isinstance(ev.seeds, list)  # run only with an evaluation section; seeds validated
     entries = resolve_optimizers(ev.optimizers, ctx.bench, ctx.gamma_stars(), field="evaluation.optimizers")
     references = ctx.references(ctx.eval_instances, quiet)
     table = evaluate(ctx.store, ctx.bench, entries, ctx.eval_instances, ev.seeds, ctx.budget, references,
@@ -346,6 +348,7 @@ def run_ablations(ctx: StudyContext, executor, quiet: bool = False) -> None:
     for k, entry in enumerate(ctx.study.spec.ablation):
         field = f"ablation[{k}]"
         arm = entry.to if is_gamma_star(entry.to) else entry.source
+        assert isinstance(entry.seeds, list)  # the schema turns a count into its list
         archive = None
         if entry.estimator == "surrogate":
             restriction = arm.split(":", 1)[1] if ":" in arm else next(iter(ctx.arms), None)
@@ -366,6 +369,7 @@ def run_importance(ctx: StudyContext) -> None:
         if not arm.gamma_star_json.exists():
             print(f"importance: skipped for {restriction or 'the full space'} (no finished meta-optimization)")
             continue
+        assert ctx.study.spec.meta is not None  # arms exist only with a meta section
         result, written, reused = importance_of_meta(arm.root, restriction, ctx.study.spec.meta.objective)
         kept = " (unchanged meta-archive: stored result kept)" if reused else ""
         print(f"importance: {written}/{kept} (fANOVA main effects: "

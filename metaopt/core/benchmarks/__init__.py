@@ -19,7 +19,7 @@ import importlib
 import os
 import sys
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Callable
 
@@ -201,7 +201,7 @@ def _no_scenarios(data_dir: Path | None) -> list[str]:
     return []
 
 
-def _entry_point_kind(entry_point: object) -> None:
+def _entry_point_kind(entry_point: EntryPoint) -> None:
     """Register the kind an installed package declares in the entry-point group ``metaopt.benchmarks``."""
     prefix = entry_point.name
 

@@ -156,7 +156,7 @@ class Benchmark(ABC):
         return Problem(self, key)
 
     @abstractmethod
-    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
+    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float] | np.ndarray) -> Evaluation:
         """Evaluate a batch of configurations of one instance, each at its fidelity.
 
         Called through :meth:`Problem.evaluate` by the optimizer loop once per stage (every
@@ -181,7 +181,7 @@ class Benchmark(ABC):
         generator; any noise it simulates is derived from its own seeds.
         """
 
-    def _check_fidelities(self, fidelities: Sequence[float], n: int) -> np.ndarray:
+    def _check_fidelities(self, fidelities: Sequence[float] | np.ndarray, n: int) -> np.ndarray:
         """``n`` fidelities as an array; non-numbers, a wrong count or values off the range fail."""
         try:
             r = np.array(fidelities, dtype=float).reshape(-1)
@@ -288,7 +288,7 @@ class Problem:
     def d(self) -> int:
         return self.benchmark.d
 
-    def evaluate(self, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
+    def evaluate(self, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float] | np.ndarray) -> Evaluation:
         """Evaluate a batch on this instance: :meth:`Benchmark.evaluate` with the instance filled in."""
         return self.benchmark.evaluate(self.instance, configs, fidelities)
 

@@ -193,7 +193,7 @@ class FunctionBenchmark(Benchmark):
             logger.warning("failed evaluation (recorded with loss NaN): %s", text)
         return (loss if math.isfinite(loss) else math.nan), cost
 
-    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
+    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float] | np.ndarray) -> Evaluation:
         r = self._check_fidelities(fidelities, len(configs))
         return self.record([call_objective(self.objective, dict(c), self.objective_fidelity(f), self.default_cost(f),
                                            self.catch) for c, f in zip(configs, r)])

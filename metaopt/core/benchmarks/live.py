@@ -67,7 +67,7 @@ import time
 import warnings
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 import sklearn
@@ -267,6 +267,7 @@ class LiveBenchmark(Benchmark):
                     raise UsageError(f"{self.name}: {p.name} is missing; it must be {p.allowed()}")
                 continue
             if not active:
+                assert p.active_if is not None  # only a conditional parameter is ever inactive
                 parent, value = p.active_if
                 raise UsageError(f"{self.name}: {p.name} is inactive unless {parent}={value!r}; leave it out")
             v = cfg[p.name]
@@ -275,13 +276,13 @@ class LiveBenchmark(Benchmark):
                     raise UsageError(f"{self.name}: {p.name}={v!r} is not allowed; it must be {p.allowed()}")
                 out[p.name] = v
                 continue
-            ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and p.lower <= v <= p.upper
+            ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and p.lower <= cast(float, v) <= p.upper
             if not ok or (p.integer and v != round(v)):
                 raise UsageError(f"{self.name}: {p.name}={v!r} is not allowed; it must be {p.allowed()}")
             out[p.name] = int(round(v)) if p.integer else float(v)
         return out
 
-    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
+    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float] | np.ndarray) -> Evaluation:
         """Fit each configuration on its training subset; validation error and measured fit time.
 
         Everything is validated before the first fit. Fits run one after the other, single-threaded.

@@ -14,7 +14,9 @@ member, after the regret references).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NoReturn, Sequence
+from typing import Any, Literal, Mapping, NoReturn, Sequence
+
+import numpy as np
 
 from metaopt.core.benchmarks.base import Benchmark, Evaluation, Problem
 from metaopt.core.errors import UsageError
@@ -46,7 +48,7 @@ class PooledBenchmark(Benchmark):
         self.cost_name = "/".join(dict.fromkeys(m.cost_name for m in members))
         self.cheap_end = {}
 
-    def _named(self, split: str) -> list[str]:
+    def _named(self, split: Literal["train", "test", "all"]) -> list[str]:
         return [f"{s}:{i}" for s, m in self.members.items() for i in m.instances_of(split)]
 
     def owner(self, instance: str) -> tuple[Benchmark, str]:
@@ -66,7 +68,7 @@ class PooledBenchmark(Benchmark):
         member, inner = self.owner(str(instance))
         return member.problem(inner)
 
-    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
+    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float] | np.ndarray) -> Evaluation:
         member, inner = self.owner(instance)
         return member.evaluate(inner, configs, fidelities)
 
@@ -81,12 +83,12 @@ class PooledBenchmark(Benchmark):
         return None
 
     @property
-    def search_space(self):  # type: ignore[override]
+    def search_space(self):
         raise UsageError(f"{self.name} has no single search space (each member has its own); "
                          "use the problem of an instance")
 
     @property
-    def fidelity(self):  # type: ignore[override]
+    def fidelity(self):
         raise UsageError(f"{self.name} has no single fidelity (each member has its own); "
                          "use the problem of an instance")
 

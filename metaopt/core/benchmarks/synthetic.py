@@ -141,7 +141,8 @@ class _Family:
         """For each row of branch indices, whether ``p`` is active."""
         if p.active_if is None:
             return np.ones(len(branch), bool)
-        return branch == self.branch.choices.index(p.active_if)
+        assert self.branch is not None  # a family with conditional parameters has a branch
+        return np.asarray(branch == self.branch.choices.index(p.active_if))
 
     def numeric(self, branch: str | None) -> list[_Param]:
         """The numeric hyperparameters active under ``branch``."""
@@ -424,6 +425,7 @@ class SyntheticBenchmark(Benchmark):
         branch = self._fam.branch
         for p in self._fam.params:
             if p.active_if is not None:
+                assert branch is not None
                 space.add(EqualsCondition(hps[p.name], hps[branch.name], p.active_if))
         return space
 
@@ -456,7 +458,7 @@ class SyntheticBenchmark(Benchmark):
         if branch_param is None:
             branch = np.zeros(len(configs), dtype=int)
         else:
-            lookup = {c: i for i, c in enumerate(branch_param.choices)}
+            lookup: dict[Any, int] = {c: i for i, c in enumerate(branch_param.choices)}
             try:
                 branch = np.array([lookup.get(cfg.get(branch_param.name), -1) for cfg in configs], dtype=int)
             except TypeError:  # an unhashable value
@@ -480,6 +482,7 @@ class SyntheticBenchmark(Benchmark):
             if (active & ~present).any():
                 raise UsageError(f"{self.name}: {p.name} is missing (or NaN); it must be {p.allowed()}")
             if (present & ~active).any():
+                assert branch_param is not None  # only a conditional parameter is ever inactive
                 raise UsageError(
                     f"{self.name}: {p.name} is inactive unless {branch_param.name}={p.active_if!r}; leave it out"
                 )
@@ -492,7 +495,7 @@ class SyntheticBenchmark(Benchmark):
             value[p.name] = v
         return _batch(self._fam, branch, value)
 
-    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
+    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float] | np.ndarray) -> Evaluation:
         """Loss and simulated runtime of ``configs`` at ``fidelities`` (vectorized over the batch)."""
         inst = _instance(self.family, self._index(instance))
         fam = self._fam

@@ -19,7 +19,7 @@ from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 import numpy as np
 import onnxruntime as rt
 from ConfigSpace import ConfigurationSpace
-from ConfigSpace.hyperparameters import Hyperparameter, IntegerHyperparameter, NumericalHyperparameter
+from ConfigSpace.hyperparameters import IntegerHyperparameter, NumericalHyperparameter
 from yahpo_gym import BenchmarkSet, list_scenarios, local_config
 
 from metaopt.core.benchmarks.base import Benchmark, Evaluation, Fidelity, split_instances
@@ -145,7 +145,7 @@ Domain = tuple[float, float, bool] | frozenset
 """What a hyperparameter accepts: (lower, upper, integer) for numbers, else the set of choices."""
 
 
-def _domain(hp: Hyperparameter) -> Domain:
+def _domain(hp: Any) -> Domain:
     """A fast membership test for input validation: a (lower, upper, integer) range or a set of choices."""
     if isinstance(hp, NumericalHyperparameter):
         return (hp.lower, hp.upper, isinstance(hp, IntegerHyperparameter))
@@ -162,7 +162,7 @@ def _in_domain(value: Any, domain: Domain) -> bool:
         lower, upper, integer = domain
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
             return False
-        return lower <= value <= upper and (not integer or float(value).is_integer())
+        return bool(lower <= value <= upper and (not integer or float(value).is_integer()))
     try:
         return value in domain
     except TypeError:  # unhashable value
@@ -175,7 +175,7 @@ def _describe(domain: Domain) -> str:
     return "one of {" + ", ".join(sorted(map(str, domain))) + "}"
 
 
-def _upper(hp: Hyperparameter) -> int | float:
+def _upper(hp: Any) -> int | float:
     return int(hp.upper) if isinstance(hp, IntegerHyperparameter) else float(hp.upper)
 
 
@@ -260,7 +260,7 @@ class YahpoBenchmark(Benchmark):
         """Pickle by (scenario, data_dir): worker processes rebuild their own ONNX session."""
         return (type(self), (self.scenario, self.data_dir))
 
-    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float]) -> Evaluation:
+    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float] | np.ndarray) -> Evaluation:
         """One batched surrogate call; ``targets`` holds every yahpo target as a float array."""
         if len(configs) != len(fidelities):
             raise UsageError(f"got {len(configs)} configurations but {len(fidelities)} fidelities")
