@@ -22,8 +22,8 @@ from typing import Any, Callable, NoReturn, Sequence
 import pandas as pd
 
 from metaopt.core.errors import UsageError
-from metaopt.core.store_utils import check_writable, describe_os_error, read_text_file
-from metaopt.store.study_spec import MAX_SEEDS, SEED_LIMIT
+from metaopt.core.store_utils import atomic_write_text, check_writable, describe_os_error, output_lock, read_text_file
+from metaopt.store.study_spec import MAX_SEEDS, SEED_LIMIT, load_study
 
 EXIT_USAGE = 2
 
@@ -146,7 +146,6 @@ def _read_jsonl(path: str) -> list[dict[str, Any]]:
 
 def cmd_benchmark_eval(args: argparse.Namespace) -> None:
     from metaopt.core.benchmarks import get_benchmark
-    from metaopt.core.store_utils import atomic_write_text
 
     check_writable(args.output, "--output", folder=False)
     bench = get_benchmark(args.benchmark, args.yahpo_data)
@@ -250,16 +249,13 @@ def cmd_schedule(args: argparse.Namespace) -> None:
     _print_table(pd.DataFrame(rows))
 
 
-STAGES = {"study run": ["optimize", "evaluate", "ablate", "importance", "report"], "optimize": ["optimize"],
-          "evaluate": ["evaluate"]}
-
-
 def cmd_stages(args: argparse.Namespace) -> None:
-    from metaopt.stages.study import run_stages
-    from metaopt.store.study_spec import load_study
+    """``metaopt study run`` (every stage) and ``metaopt optimize`` / ``evaluate`` (one stage)."""
+    from metaopt.stages.study import STAGES, run_stages
 
     study = load_study(Path(args.study))
-    run_stages(study, STAGES[args.stage_name], yahpo_data=args.yahpo_data, quiet=args.quiet,
+    stages = list(STAGES) if args.stage_name == "study run" else [args.stage_name]
+    run_stages(study, stages, yahpo_data=args.yahpo_data, quiet=args.quiet,
                workers=args.workers, scheduler=args.scheduler, stop_after=getattr(args, "stop_after", None))
 
 
@@ -474,7 +470,6 @@ def cmd_report(args: argparse.Namespace) -> None:
     from metaopt.analysis.report import write_report
 
     from metaopt.store.store import StudyStore
-    from metaopt.core.store_utils import output_lock
 
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {args.alpha}")
@@ -535,7 +530,6 @@ def cmd_importance(args: argparse.Namespace) -> None:
     from metaopt.analysis.importance import importance_for_study
 
     from metaopt.store.store import StudyStore
-    from metaopt.core.store_utils import output_lock
 
     if args.out:
         check_writable(args.out, "--out", folder=True)
@@ -602,7 +596,6 @@ def cmd_ablate(args: argparse.Namespace) -> None:
     from metaopt.core.executor import check_executor, make_executor
     from metaopt.spaces.resolve import read_config_file
     from metaopt.store.store import StudyStore
-    from metaopt.core.store_utils import output_lock
 
     check_writable(args.out, "--out", folder=True)
     check_executor(args.workers, args.scheduler)
@@ -737,8 +730,6 @@ def cmd_space_show(args: argparse.Namespace) -> None:
 
 def cmd_space_export(args: argparse.Namespace) -> None:
     from io import StringIO
-
-    from metaopt.core.store_utils import atomic_write_text
 
     check_writable(args.out, "--out", folder=False)
     space = _space(args.restrict)

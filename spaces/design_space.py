@@ -21,7 +21,6 @@ from typing import Any, Mapping, Sequence
 
 from ConfigSpace import (
     Categorical,
-    Configuration,
     ConfigurationSpace,
     Constant,
     EqualsCondition,
@@ -209,11 +208,6 @@ def validate(config: Mapping[str, Any], space: ConfigurationSpace | None = None,
             parents = ", ".join(f"{p.name}={result.get(p.name)!r}" for p in space.parents_of[name])
             raise UsageError(f"parameter {name} is inactive in this configuration (because {parents})")
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in result.items()}
-
-
-def as_configuration(config: Mapping[str, Any]) -> Configuration:
-    """A validated γ as a ConfigSpace Configuration of the design space."""
-    return Configuration(design_space(), values=validate(config))
 
 
 def without_stopping(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -233,10 +233,6 @@ for _path in sorted(DESIGNS_DIR.glob("*.json")):
     PRESETS[_preset.name] = _preset
 
 
-def preset_names() -> list[str]:
-    return list(PRESETS)
-
-
 def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]

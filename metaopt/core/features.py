@@ -73,11 +73,6 @@ class FeatureEncoder:
         return len(self.feature_names)
 
     @property
-    def numeric_slice(self) -> slice:
-        """Columns of the numeric hyperparameters."""
-        return slice(0, len(self._num_cols))
-
-    @property
     def categorical_slice(self) -> slice:
         """Columns of the one-hot encoded categoricals."""
         return slice(len(self._num_cols), len(self._num_cols) + len(self._cat_cols))

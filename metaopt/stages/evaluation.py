@@ -36,7 +36,7 @@ from metaopt.core.errors import UsageError
 from metaopt.core.executor import Executor
 from metaopt.engine.loop import run as run_loop
 from metaopt.core.references import Reference
-from metaopt.spaces.design_space import without_stopping
+from metaopt.spaces.design_space import validate, without_stopping
 from metaopt.spaces.resolve import optimizer_name, resolve_optimizer
 from metaopt.store.run_io import UNFINISHED, DamagedRun, RunResult, check_run, read_run, write_run
 from metaopt.store.store import StudyStore
@@ -257,8 +257,6 @@ def write_cost_table(folder: Path, results: list[tuple[dict, Any]], reference: s
 
 def termination_twins(entries: list[OptimizerEntry]) -> dict[str, OptimizerEntry]:
     """For each optimizer with a stopping rule, the entry of the same γ run to the full budget."""
-    from metaopt.spaces.design_space import validate
-
     twins: dict[str, OptimizerEntry] = {}
     for entry in entries:
         if entry.config is None or entry.config.get("stopping", "budget") == "budget":

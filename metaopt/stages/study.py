@@ -16,16 +16,17 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 import yaml
 
 from metaopt.core.errors import UsageError
 from metaopt.store.store import StudyStore
-from metaopt.core.store_utils import atomic_write_text, output_lock
-from metaopt.store.study_spec import InstanceSelection, Study, companion_studies
+from metaopt.core.store_utils import atomic_write_text, check_writable, output_lock, read_json_file
+from metaopt.store.study_spec import InstanceSelection, Study, StudySpec, companion_studies
 
 
 class StudyContext:
@@ -107,7 +108,6 @@ class StudyContext:
     def _check_evaluation(self) -> None:
         """Called by ``__init__``: optimizers and variants, ``gamma_star_from``, ``cost_reference``."""
         from metaopt.stages.evaluation import check_optimizers, optimizer_name
-        from metaopt.core.store_utils import read_json_file
         from metaopt.spaces.design_space import validate
 
         ev = self.study.spec.evaluation
@@ -149,8 +149,6 @@ class StudyContext:
 
     def _check_output(self) -> None:
         """Called by ``__init__``: the output folder can be created (and is not a file)."""
-        from metaopt.core.store_utils import check_writable
-
         check_writable(self.study.output, f"{self.study.path}: field 'output'", folder=True)
 
     def _warn_train_test_overlap(self) -> None:
@@ -376,7 +374,75 @@ def run_importance(ctx: StudyContext) -> None:
               + ", ".join(f"{r.parameter} {r.importance:.2f}" for r in result.fanova.head(3).itertuples()) + ")")
 
 
-STAGES = ("optimize", "evaluate", "ablate", "importance", "report")
+def run_report(ctx: StudyContext) -> None:
+    """The report stage: the study's HTML and Markdown report (``metaopt report``)."""
+    from metaopt.analysis.report import write_report
+
+    print(f"report: {write_report(ctx.study.output)}")
+
+
+def _optimize_stage(ctx: StudyContext, executor: Any, quiet: bool, deadline: float | None) -> bool:
+    """:func:`run_optimize`; True (skip the stages after it) when the search stopped at its deadline."""
+    from metaopt.stages.meta import SliceEnded
+
+    try:
+        run_optimize(ctx, executor, quiet, deadline)
+    except SliceEnded as ended:
+        print(f"optimize: stopped at the --stop-after limit ({ended}); every finished run is stored. "
+              f"Run the same command again to continue the search (`metaopt study export-meta "
+              f"{ctx.study.output}` keeps its runs for another machine); the stages after it are skipped")
+        return True
+    return False
+
+
+def _evaluate_stage(ctx: StudyContext, executor: Any, quiet: bool, deadline: float | None) -> bool:
+    run_evaluate(ctx, executor, quiet)
+    return False
+
+
+def _ablate_stage(ctx: StudyContext, executor: Any, quiet: bool, deadline: float | None) -> bool:
+    run_ablations(ctx, executor, quiet)
+    return False
+
+
+def _importance_stage(ctx: StudyContext, executor: Any, quiet: bool, deadline: float | None) -> bool:
+    run_importance(ctx)
+    return False
+
+
+def _report_stage(ctx: StudyContext, executor: Any, quiet: bool, deadline: float | None) -> bool:
+    run_report(ctx)
+    return False
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a study: when it has no work, and how it runs."""
+
+    skip: Callable[[StudySpec], str | None]
+    """Why the study gives this stage no work (printed as ``<stage>: skipped (<why>)``), else None."""
+    run: Callable[[StudyContext, Any, bool, float | None], bool]
+    """Called with (context, executor, quiet, deadline) while the output folder is locked; returns
+    True when the stages after it must be skipped (a search stopped at its deadline)."""
+
+
+def _no_meta(spec: StudySpec) -> str | None:
+    return "the study has no 'meta' section" if spec.meta is None else None
+
+
+def _no_importance(spec: StudySpec) -> str | None:
+    return _no_meta(spec) or ("the study sets 'importance: false'" if not spec.importance else None)
+
+
+STAGES: dict[str, Stage] = {
+    "optimize": Stage(_no_meta, _optimize_stage),
+    "evaluate": Stage(lambda spec: "the study has no 'evaluation' section" if spec.evaluation is None else None,
+                      _evaluate_stage),
+    "ablate": Stage(lambda spec: "the study has no 'ablation' entries" if not spec.ablation else None, _ablate_stage),
+    "importance": Stage(_no_importance, _importance_stage),
+    "report": Stage(lambda spec: None, _report_stage),
+}
+"""The stages of a study, in the order ``metaopt study run`` runs them: the one list of them."""
 
 
 def run_stages(study: Study, stages: list[str], yahpo_data: str | None = None, quiet: bool = False,
@@ -412,38 +478,12 @@ def _run_stages_locked(ctx: StudyContext, stages: list[str], quiet: bool, worker
         _claim_output(study)  # once the executor runs: a scheduler that cannot be reached leaves no study.yaml
         for stage in stages:
             started = time.perf_counter()
-            if stage in ("optimize", "importance") and study.spec.meta is None:
-                print(f"{stage}: skipped (the study has no 'meta' section)")
+            reason = STAGES[stage].skip(study.spec)
+            if reason is not None:
+                print(f"{stage}: skipped ({reason})")
                 continue
-            if stage == "evaluate" and study.spec.evaluation is None:
-                print("evaluate: skipped (the study has no 'evaluation' section)")
-                continue
-            if stage == "ablate" and not study.spec.ablation:
-                print("ablate: skipped (the study has no 'ablation' entries)")
-                continue
-            if stage == "importance" and not study.spec.importance:
-                print("importance: skipped (the study sets 'importance: false')")
-                continue
-            if stage == "optimize":
-                from metaopt.stages.meta import SliceEnded
-
-                try:
-                    run_optimize(ctx, executor, quiet, deadline)
-                except SliceEnded as ended:
-                    print(f"optimize: stopped at the --stop-after limit ({ended}); every finished run is stored. "
-                          f"Run the same command again to continue the search (`metaopt study export-meta "
-                          f"{study.output}` keeps its runs for another machine); the stages after it are skipped")
-                    return
-            elif stage == "evaluate":
-                run_evaluate(ctx, executor, quiet)
-            elif stage == "ablate":
-                run_ablations(ctx, executor, quiet)
-            elif stage == "importance":
-                run_importance(ctx)
-            elif stage == "report":
-                from metaopt.analysis.report import write_report
-
-                print(f"report: {write_report(study.output)}")
+            if STAGES[stage].run(ctx, executor, quiet, deadline):
+                return
             timings[stage] = time.perf_counter() - started
     summary = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in timings.items())
     print(f"\nstudy {study.spec.name}: done ({summary}); results in {study.output}/")
