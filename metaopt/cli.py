@@ -643,12 +643,9 @@ def cmd_ablate(args: argparse.Namespace) -> None:
             instances = bench.instances_of(args.instances or "test")
         else:
             try:
-                instances = [bench.problem(i.strip()).instance for i in args.instances.split(",")]
+                instances = bench.named_instances([i.strip() for i in args.instances.split(",")])
             except UsageError as err:
                 raise UsageError(f"--instances: {err}") from None
-            repeated = next((i for k, i in enumerate(instances) if i in instances[:k]), None)
-            if repeated is not None:
-                raise UsageError(f"--instances: instance {repeated!r} is listed twice")
         spec = AblationSpec(**common, instances=tuple(instances[: args.limit]),
                             seeds=tuple(range(1, (args.seeds or 1) + 1)),
                             budget=Budget.parse(args.budget or study_budget or "30d", bench.d), race=args.race)

@@ -121,3 +121,15 @@ def test_a_study_needs_a_meta_or_an_evaluation_section(tmp_path, capsys):
     path.write_text(f"name: e\nbenchmark: synthetic:mlp\nbudget: 4d\noutput: {tmp_path / 'out'}\n")
     assert main(["study", "run", str(path), "--quiet"]) == 2
     assert "a 'meta' section, an 'evaluation' section or both" in capsys.readouterr().err
+
+
+def test_named_instances_checks_the_names_and_keeps_them_as_given():
+    """The one check of a list of instances (a study's and `metaopt ablate --instances`): unknown and
+    repeated names fail, the names are kept (a pooled benchmark's keep their scenario prefix)."""
+    mlp, pool = get_benchmark("synthetic:mlp"), get_benchmark(POOL)
+    assert mlp.named_instances(["2", 0]) == ["2", "0"]
+    assert pool.named_instances(["mlp:1", "rosenbrock:0"]) == ["mlp:1", "rosenbrock:0"]
+    with pytest.raises(UsageError, match="instance '0' is listed twice"):
+        mlp.named_instances(["0", 0])
+    with pytest.raises(UsageError, match="unknown instance 'nope'"):
+        mlp.named_instances(["0", "nope"])

@@ -163,14 +163,9 @@ class StudyContext:
         """The instances a stage runs on; UsageError naming ``field`` for unknown, repeated or no instances."""
         if isinstance(selection, list):
             try:
-                for i in selection:
-                    self.bench.problem(i)  # an unknown instance fails here, with the known ones listed
-                instances = [str(i) for i in selection]
+                instances = self.bench.named_instances(selection)
             except UsageError as err:
                 raise self._error(field, str(err)) from None
-            repeated = next((i for k, i in enumerate(instances) if i in instances[:k]), None)
-            if repeated is not None:
-                raise self._error(field, f"instance {repeated!r} is listed twice")
         else:
             instances = self.bench.instances_of(selection.split)[: selection.limit]
         if not instances:

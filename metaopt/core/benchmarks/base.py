@@ -136,6 +136,18 @@ class Benchmark(ABC):
     def instances_of(self, split: Split) -> list[str]:
         return {"train": self.train_instances, "test": self.test_instances, "all": self.instances}[split]
 
+    def named_instances(self, names: Sequence[str | int]) -> list[str]:
+        """``names`` (a study's or the command line's list of instances) as instance names; called
+        before a stage runs. Raises UsageError for an unknown instance (with the known ones listed)
+        or one listed twice."""
+        for name in names:
+            self.problem(name)  # an unknown instance fails here, with the known ones listed
+        instances = [str(name) for name in names]
+        repeated = next((i for k, i in enumerate(instances) if i in instances[:k]), None)
+        if repeated is not None:
+            raise UsageError(f"instance {repeated!r} is listed twice")
+        return instances
+
     def owner(self, instance: str) -> tuple["Benchmark", str]:
         """The single-scenario benchmark that defines ``instance``, and the instance's name there:
         this benchmark and ``instance`` itself, except for a pooled benchmark (its member).
