@@ -42,7 +42,7 @@ from metaopt.analysis.meta_model import meta_archive_model
 from metaopt.analysis.stats import average_ranks, empty_runs, paired_differences, rank_test, scores_by_instance
 from metaopt.core.budget import Budget, split_spec
 from metaopt.core.errors import UsageError
-from metaopt.store.store import StudyStore
+from metaopt.store.store import StudyStore, read_gamma_star
 from metaopt.store.study_spec import Companion, StudySpec, companion_studies
 from metaopt.store.run_io import check_run
 
@@ -373,7 +373,7 @@ def meta_section(study: StudySpec, output: Path, evaluation: Evaluation | None) 
     store = StudyStore(output)
     star_path = store.gamma_star_json
     archive, note = store.read_archive()
-    star = json.loads(star_path.read_text()) if star_path.exists() else None
+    star = read_gamma_star(star_path) if star_path.exists() else None
     table = gamma_table(study, star, archive, evaluation)
     if table is None:
         return None
@@ -459,7 +459,7 @@ def _search_limits(study: StudySpec, store: StudyStore, bands: pd.DataFrame) -> 
         facts.append(f"re-run on {int(noise['count'].iloc[0])} more seeds per training instance, the mean objective "
                      f"(± 1 s.d. over seeds) is {spread}")
     if store.gamma_star_json.exists():
-        star = json.loads(store.gamma_star_json.read_text())
+        star = read_gamma_star(store.gamma_star_json)
         facts.append("γ* is the known design " + star["known_design"] if star.get("known_design")
                      else "γ* is a configuration the search proposed, not a known design")
     return "What limits the search: " + "; ".join(facts) + "."

@@ -10,7 +10,7 @@ from metaopt.core.benchmarks import get_benchmark
 from metaopt.core.errors import UsageError
 from metaopt.spaces.presets import get_preset
 from metaopt.spaces.resolve import is_gamma_star, resolve_optimizer
-from metaopt.store.store import StudyStore
+from metaopt.store.store import StudyStore, read_gamma_star
 from metaopt.store.study_spec import OptimizerVariant
 
 
@@ -114,3 +114,19 @@ def test_a_failed_command_leaves_no_folder_it_created(tmp_path):
         with output_lock(tmp_path / "new"):
             raise RuntimeError("the scheduler cannot be reached")
     assert not (tmp_path / "new").exists()
+
+
+def test_read_gamma_star_returns_the_record_and_names_a_damaged_file(tmp_path):
+    """The one reader of gamma* files: the whole record of an intact file; a one-line UsageError naming
+    a cut-short, non-object or config-less file; FileNotFoundError for a missing one."""
+    path = tmp_path / "gamma_star.json"
+    record = {"config": {"mu": 20}, "n_trials": 40, "known_design": "hb"}
+    text = json.dumps(record)
+    path.write_text(text)
+    assert read_gamma_star(path) == record
+    for damaged in (text[: len(text) // 2], "[1, 2]", '{"n_trials": 40}', '{"config": 3}'):
+        path.write_text(damaged)
+        with pytest.raises(UsageError, match=f"{path} is damaged .*not a complete gamma"):
+            read_gamma_star(path)
+    with pytest.raises(FileNotFoundError):
+        read_gamma_star(tmp_path / "missing.json")

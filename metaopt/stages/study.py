@@ -24,7 +24,7 @@ import pandas as pd
 import yaml
 
 from metaopt.core.errors import UsageError
-from metaopt.store.store import StudyStore
+from metaopt.store.store import StudyStore, read_gamma_star
 from metaopt.core.store_utils import atomic_write_text, check_writable, output_lock, read_json_file
 from metaopt.store.study_spec import InstanceSelection, Study, StudySpec, companion_studies
 
@@ -207,20 +207,8 @@ class StudyContext:
             if self.gamma_star_from and not paths["gamma_star"].exists():
                 raise UsageError(f"{self.study.path}: field 'evaluation.gamma_star_from': no such file "
                                  f"{paths['gamma_star']}")
-        return {name: validate(_gamma_star_config(path)) if path.exists() else None for name, path in paths.items()}
-
-
-def _gamma_star_config(path: Path) -> dict[str, Any]:
-    """The configuration in a ``gamma_star.json``, read by :meth:`StudyContext.gamma_stars`; a damaged
-    file (e.g. cut short by a full disk) is a one-line UsageError naming it."""
-    try:
-        config = json.loads(path.read_text())["config"]
-        if isinstance(config, dict):
-            return config
-    except (ValueError, KeyError, TypeError):
-        pass
-    raise UsageError(f"{path} is damaged (not a complete gamma* file); rerun the optimize stage of the study "
-                     "that wrote it (metaopt optimize STUDY) to recompute it")
+        return {name: validate(read_gamma_star(path)["config"]) if path.exists() else None
+                for name, path in paths.items()}
 
 
 FREE_FIELDS = ("description", "question", "answer", "workers", "ablation", "importance", "output", "report_with")

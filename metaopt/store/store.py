@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -104,13 +105,29 @@ def read_meta_archive(path: Path) -> tuple[pd.DataFrame | None, str | None]:
         raise UsageError(f"{path} is damaged (no column {', '.join(missing)}); {rerun}")
     note = None
     try:
-        counted = int(json.loads((path.parent / GAMMA_STAR_NAME).read_text())["n_trials"])
-    except (OSError, ValueError, KeyError, TypeError):
+        counted = int(read_gamma_star(path.parent / GAMMA_STAR_NAME)["n_trials"])
+    except (OSError, ValueError, KeyError, TypeError):  # a damaged file is a UsageError, a ValueError
         counted = None  # no (readable) gamma* file: nothing to compare with
     if counted is not None and len(archive) < counted:
         note = (f"{path} holds {len(archive)} trials, but gamma_star.json counted {counted}: "
                 f"{counted - len(archive)} rows are missing; {rerun}")
     return archive, note
+
+
+def read_gamma_star(path: Path) -> dict[str, Any]:
+    """The record in a γ* file (a study's ``meta/gamma_star.json``, or another study's named by
+    ``evaluation.gamma_star_from``): a JSON object whose ``config`` is γ*'s configuration, beside how it
+    was chosen (``n_trials``, ``known_design``, ...). The one reader of γ* files; called by the stages,
+    the importance and the report. Raises FileNotFoundError (an OSError) when the file is missing, and a
+    one-line UsageError naming it when it is damaged (e.g. cut short by a full disk)."""
+    try:
+        record = json.loads(path.read_text())
+        if isinstance(record, dict) and isinstance(record.get("config"), dict):
+            return record
+    except ValueError:  # not JSON, or not text
+        pass
+    raise UsageError(f"{path} is damaged (not a complete gamma* file); rerun the optimize stage of the study "
+                     "that wrote it (metaopt optimize STUDY) to recompute it")
 
 
 class StudyStore:
