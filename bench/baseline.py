@@ -32,6 +32,7 @@ from typing import Any
 from metaopt.bench.config import BenchConfig
 from metaopt.bench.machine import REPO, busy_cores, measured_idle
 from metaopt.core.errors import UsageError
+from metaopt.store.store import StudyStore
 
 POLL_S = 0.25
 """How often the trial logs are counted: the resolution of the measured times."""
@@ -88,7 +89,7 @@ def _check_code(env: dict[str, str], cwd: Path, expected: Path) -> None:
 
 
 def _trials_done(output: Path) -> int:
-    return sum(path.read_bytes().count(b"\n") for path in (output / "meta").glob("trials-seed-*.jsonl"))
+    return sum(path.read_bytes().count(b"\n") for path in StudyStore(output).trials_logs())
 
 
 def time_optimize_stage(workdir: Path, study: str, env: dict[str, str], workers: int, trials: int,

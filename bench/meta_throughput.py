@@ -43,6 +43,7 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
     from metaopt.core.executor import make_executor
     from metaopt.stages.meta import MetaSetup, optimize
     from metaopt.stages.study import StudyContext
+    from metaopt.store.store import RUN_RECORD_GLOB, StudyStore
     from metaopt.store.study_spec import load_study
     from metaopt.spaces.design_space import design_space
     from metaopt.spaces.restrictions import get_restriction
@@ -74,10 +75,11 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
                     optimize(Path(folder), setup, space, ctx.meta_instances, features, trials,
                              meta.seeds, executor, quiet=True, batch_size=meta.batch_size)
                 wall_s, own_cpu_s = time.perf_counter() - started, time.process_time() - cpu_before
-            archive = pd.read_csv(Path(folder) / "meta" / "archive.csv")
+            store = StudyStore(folder)
+            archive = pd.read_csv(store.archive_csv)
             # inner wall times are in the run store (the archive holds only what a run computes)
             inner = pd.Series([json.loads(p.read_text()).get("summary", {}).get("wall_time_s")
-                               for p in (Path(folder) / "meta" / "runs").glob("*/*/seed-*.json")], dtype=float).dropna()
+                               for p in store.meta_runs_dir.glob(RUN_RECORD_GLOB)], dtype=float).dropna()
         runs_per_s = len(archive) / wall_s
         rows.append({
             "workers": workers, "busy_cores_before": busy_before, "trials": len(archive), "failed": int((archive["status"] != "ok").sum()),
