@@ -85,11 +85,31 @@ class StudyContext:
             for k, path in enumerate(spec.meta.initial_configs):
                 config = read_config_file(path, f"{study.path}: field 'meta.initial_configs[{k}]'")
                 self.initial_configs[str(path)] = config
+            self.initial_configs.update(self._warm_start_designs())
         self._check_evaluation()
         companion_studies(spec, study.path, study.output)  # refuses a bad report_with list before any work
         self._check_ablations()
         self._check_output()
         self._warn_train_test_overlap()
+
+    def _warm_start_designs(self) -> dict[str, dict]:
+        """Called by ``__init__``: the designs of ``meta.warm_start`` by name (``<archive>#<rank>``),
+        each validated; a missing or damaged archive is one error line naming the field."""
+        from metaopt.meta_archive import best_designs, read_meta_runs
+        from metaopt.spaces.design_space import validate
+
+        designs: dict[str, dict] = {}
+        for k, entry in enumerate(self.study.spec.meta.warm_start):
+            field = f"meta.warm_start[{k}].archive"
+            try:
+                best = best_designs(read_meta_runs(Path(entry.archive)), entry.top)
+                for rank, (_, gamma, _) in enumerate(best, 1):
+                    designs[f"{entry.archive}#{rank}"] = validate(gamma)
+            except UsageError as err:
+                raise self._error(field, str(err)) from None
+            if not best:
+                raise self._error(field, f"{entry.archive} holds no run at the full inner budget")
+        return designs
 
     def _error(self, field: str, message: str) -> UsageError:
         """A UsageError naming the study file and ``field``."""

@@ -83,6 +83,16 @@ class MetaFidelity(BaseModel):
     """Hyperband's η: each rung keeps the best 1/η of its designs for an η times larger inner budget."""
 
 
+class WarmStart(BaseModel):
+    """Designs another study's search found, for this search's initial design (``meta.warm_start``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    archive: str
+    """That study's compact meta-archive (``metaopt study export-meta``)."""
+    top: int = Field(default=5, ge=1, le=100)
+    """How many of its best designs (its mean objective over the instances its best-covered design ran on)."""
+
+
 class MetaSpec(_InstancesAndSeeds):
     """How γ is searched: SMAC over training instances."""
 
@@ -97,6 +107,9 @@ class MetaSpec(_InstancesAndSeeds):
     """Whether every preset that is a point of the searched space joins SMAC's initial design."""
     initial_configs: list[str] = Field(default_factory=list)
     """γ files (a configuration, or a study's gamma_star.json) that join SMAC's initial design."""
+    warm_start: list[WarmStart] = Field(default_factory=list)
+    """Transfer between scenarios: the best designs of other studies' meta-archives join SMAC's initial
+    design after the presets and ``initial_configs`` (their runs are not reused: other instances)."""
     select_top: int = Field(default=0, ge=0)
     """γ* is chosen among this many best configurations after re-running them (0: the archive's best)."""
     select_seeds: int = Field(default=3, ge=1)
