@@ -299,7 +299,7 @@ class SmacSearch(Search):
 
     def __init__(self, store: StudyStore, meta_seed: int, setup: MetaSetup, cache: Mapping[Key, dict[str, Any]],
                  space, instances: list[str], instance_features: dict[str, list[float]], trials: int,
-                 batch_size: int, quiet: bool, initial: list, position: int) -> None:
+                 batch_size: int, quiet: bool, initial: list, position: int, inner_seeds: int = 1) -> None:
         from smac import AlgorithmConfigurationFacade, Scenario
 
         super().__init__(store, meta_seed, setup, cache, trials, batch_size, quiet, position,
@@ -308,14 +308,16 @@ class SmacSearch(Search):
         # searches that shared one space would share one generator, drawn from in the order their
         # batches finish (timing), and all seeded by the meta-seed started last.
         space = copy.deepcopy(space)
-        scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=trials,
+        # inner_seeds > 1: a non-deterministic scenario, whose intensifier races designs over
+        # (instance, seed) pairs, all instances with SMAC's first seed, then with its second, ...
+        scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=inner_seeds == 1, n_trials=trials,
                             instances=instances, instance_features=instance_features, seed=meta_seed,
                             output_directory=store.smac_dir, crash_cost=CRASH_OBJECTIVE)
         # No PCA of the instance features: SMAC 2.4 fits its forest on PCA components once there are
         # 4 or more features (a pooled benchmark's scenario indicators) but predicts marginalized over
         # the raw features, and fails an assertion; the few features here need no reduction.
         self._smac = _smac_facade(AlgorithmConfigurationFacade, scenario, initial, {"pca_components": None},
-                                  {"max_config_calls": len(instances)})
+                                  {"max_config_calls": len(instances) * inner_seeds})
 
     def _propose(self, n: int) -> list[Proposal]:
         with _smac_warnings_silenced():

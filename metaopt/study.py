@@ -328,7 +328,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
                         select_seeds=meta.select_seeds, select_min_instance_fraction=meta.select_min_instance_fraction,
                         optimizer=meta.optimizer, baselines=tuple(meta.baselines), noise_seeds=meta.noise_seeds,
                         archive_file=Path(meta.archive) if meta.archive else None, deadline=deadline,
-                        fidelity=meta.fidelity)
+                        fidelity=meta.fidelity, inner_seeds=meta.inner_seeds)
         print(f"gamma* ({restriction or 'full space'}): mean objective {star['mean_objective']:.4f} on "
               f"{star['n_instances']} training instances ({star['n_configurations']} configurations, "
               f"{star['n_trials']} trials)")

@@ -120,6 +120,11 @@ class MetaSpec(_InstancesAndSeeds):
     fidelity: MetaFidelity | None = None
     """SMAC's multi-fidelity facade over the inner budget instead of its algorithm-configuration facade:
     a trial is a design at a fraction of the inner budget on every training instance (metaopt.meta_search)."""
+    inner_seeds: int = Field(default=1, ge=1, le=10)
+    """Seeds per training instance over which SMAC's algorithm-configuration search races a design: its
+    intensifier runs a challenger on more and more of the incumbent's (instance, seed) pairs and
+    compares them on the pairs both ran, so a lucky inner run alone cannot make an incumbent (1: one
+    seed, SMAC's deterministic scenario)."""
     optimizer: Literal["smac", "random"] = "smac"
     """The search: SMAC's algorithm-configuration facade, or random search over the same space (each
     configuration on every training instance)."""
@@ -137,6 +142,9 @@ class MetaSpec(_InstancesAndSeeds):
     def _fidelity_needs_smac(self) -> "MetaSpec":
         if self.fidelity is not None and self.optimizer != "smac":
             raise ValueError("fidelity (multi-fidelity meta-optimization) is SMAC's: it needs optimizer smac")
+        if self.inner_seeds > 1 and (self.fidelity is not None or self.optimizer != "smac"):
+            raise ValueError("inner_seeds > 1 races designs in SMAC's algorithm-configuration search: it needs "
+                             "optimizer smac without fidelity")
         return self
 
     @field_validator("baselines")

@@ -619,3 +619,44 @@ def test_a_study_warm_starts_from_another_studys_meta_archive(tmp_path, capsys):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "meta.warm_start[0].archive" in err
     assert not (tmp_path / "other").exists()
+
+
+def test_smac_races_designs_over_inner_seeds(tmp_path, capsys):
+    """meta.inner_seeds = 2: SMAC's intensifier runs designs on (instance, seed) pairs of two seeds and
+    its incumbent on all of them; γ*'s mean averages the seeds of each instance first."""
+    path = write(tmp_path, "raced", trials=16, seeds="[1]")
+    path.write_text(path.read_text().replace("  seeds: [1]\n", "  seeds: [1]\n  inner_seeds: 2\n", 1))
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    archive = pd.read_csv(tmp_path / "raced" / "meta" / "archive.csv")
+    assert archive["seed"].nunique() == 2
+    pairs = archive.groupby("hash")[["instance", "seed"]].apply(lambda t: len(set(zip(t["instance"], t["seed"]))))
+    assert pairs.max() > 3  # a design raced on more (instance, seed) pairs than there are instances
+    star = json.loads((tmp_path / "raced" / "meta" / "gamma_star.json").read_text())
+    mine = archive[archive["hash"] == star["hash"]]
+    assert star["mean_objective"] == pytest.approx(mine.groupby("instance")["objective"].mean().mean())
+    # racing is the algorithm-configuration search's
+    path.write_text(path.read_text().replace("  inner_seeds: 2\n", "  inner_seeds: 2\n  optimizer: random\n", 1)
+                    .replace(str(tmp_path / "raced"), str(tmp_path / "other")))
+    capsys.readouterr()
+    assert main(["optimize", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "inner_seeds" in err and not (tmp_path / "other").exists()
+
+
+def test_the_best_known_design_is_always_a_selection_candidate():
+    """The search's best are its luckiest runs too: the best known design joins the candidates (once),
+    so that a proposed design becomes gamma* only by beating it on the selection's fresh seeds."""
+    from metaopt.meta import _with_best_known_design
+
+    rows = [("lucky", "1", 0.0), ("lucky", "2", 0.0), ("second", "1", 0.1), ("second", "2", 0.0),
+            ("preset", "1", 0.1), ("preset", "2", 0.1), ("worse_preset", "1", 0.3), ("worse_preset", "2", 0.3)]
+    archive = pd.DataFrame([{"hash": h, "instance": i, "seed": 1, "objective": o} for h, i, o in rows])
+    known = {"preset": "bohb", "worse_preset": "rs"}
+    pool = selection_pool(archive, ["1", "2"], 2)
+    assert list(pool.index) == ["lucky", "second"]
+    with_known = _with_best_known_design(pool, archive, ["1", "2"], known)
+    assert list(with_known.index) == ["lucky", "second", "preset"]
+    assert with_known.loc["preset", "difference"] == pytest.approx(0.1)
+    wide = selection_pool(archive, ["1", "2"], 3)
+    assert _with_best_known_design(wide, archive, ["1", "2"], known).equals(wide)  # already a candidate
+    assert _with_best_known_design(pool, archive, ["1", "2"], {}).equals(pool)  # no known design
