@@ -128,9 +128,9 @@ def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | No
 
 
 ARCHIVE_SUMMARY_FIELDS = ("final_loss", "normalized_regret", "budget_used", "cost_used", "n_evals", "stop_reason",
-                          "wall_time_s")
+                          "wall_time_s", "cpu_time_s")
 """The inner summary's fields a compact meta-archive keeps: those of ``archive.csv``
-(:func:`metaopt.meta_archive.meta_archive`) and the run's wall time (the report's CPU-hours axis)."""
+(:func:`metaopt.meta_archive.meta_archive`) and the run's wall and CPU times (the report's CPU-hours axis)."""
 
 
 def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = None) -> int:
