@@ -415,8 +415,9 @@ def search_section(study: StudySpec, output: Path) -> Section | None:
     baselines = curves["search"].nunique() > 1
     caption = ("Best mean objective on the training instances so far (the γ* rule applied to the trials so far: "
                "the lowest mean over instances among configurations run on all of them), one line per search and "
-               "meta-seed, against meta-trials (log) and the wall time of their inner runs as measured on the "
-               "machine that ran them (log)."
+               "meta-seed, against meta-trials (log) and the CPU time of their inner runs (log; the process time "
+               "of each run, or its wall time on the machine that ran it for runs stored before process times "
+               "were recorded)."
                + (" Baselines spend their trials with the search's inner seed: random search over the same space "
                   "(each configuration on every training instance in turn) and the known designs alone (each on "
                   "every instance)." if baselines else " No meta-level baselines were run (meta.baselines).")

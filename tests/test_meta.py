@@ -573,3 +573,90 @@ def test_multi_fidelity_search_over_the_inner_budget(tmp_path):
     records = read_meta_runs(tmp_path / "mf.jsonl.gz")
     assert count == len(records) == len(load_cache(StudyStore(tmp_path / "mf")))
     assert sum("inner_budget" in r for r in records) == len(list((out / "runs").glob("*@*/*/seed-*.json")))
+
+
+def test_best_designs_of_an_archive_ranks_the_best_covered_designs_by_their_mean():
+    from metaopt.store.meta_archive import best_designs
+
+    def record(h, instance, seed, objective, **extra):
+        return {"hash": h, "gamma": {"name": h}, "instance": instance, "seed": seed, "objective": objective, **extra}
+
+    records = [record("a", "1", 1, 0.3), record("a", "2", 1, 0.1), record("a", "2", 2, 0.3),  # a: (0.3 + 0.2) / 2
+               record("b", "1", 1, 0.2), record("b", "2", 1, 0.2),  # b: 0.2, the best on both instances
+               record("c", "1", 1, 0.0),  # c: on one instance only, so not comparable
+               record("d@0.333", "1", 1, 0.0, inner_budget=0.333), record("d@0.333", "2", 1, 0.0, inner_budget=0.333)]
+    assert [(h, mean) for h, _, mean in best_designs(records, 5)] == [("b", pytest.approx(0.2)),
+                                                                      ("a", pytest.approx(0.25))]
+    assert [h for h, _, _ in best_designs(records, 1)] == ["b"]
+    assert best_designs(records[-2:], 3) == []
+
+
+def test_a_study_warm_starts_from_another_studys_meta_archive(tmp_path, capsys):
+    """Transfer between scenarios: the best designs of one study's exported search join the initial
+    design of a search on another benchmark, after the presets, named by archive and rank."""
+    from metaopt.store.meta_archive import best_designs, read_meta_runs
+
+    source = write(tmp_path, "source", trials=8, seeds="[1]")
+    assert main(["optimize", str(source), "--quiet"]) == 0
+    exported = tmp_path / "source.jsonl.gz"
+    assert main(["study", "export-meta", str(tmp_path / "source"), "--out", str(exported)]) == 0
+    best = best_designs(read_meta_runs(exported), 2)
+    assert len(best) == 2
+    target = tmp_path / "target.yaml"
+    target.write_text(STUDY.format(trials=8, out=tmp_path / "target")
+                      .replace("synthetic:mlp", "synthetic:boosting")
+                      .replace("  seeds: [1, 2]\n", f"  seeds: [1]\n  initial_presets: false\n"
+                                                    f"  warm_start: [{{archive: {exported}, top: 2}}]\n", 1))
+    capsys.readouterr()
+    assert main(["optimize", str(target), "--quiet"]) == 0
+    assert f"2 known designs for SMAC's initial design (as many as its trials leave room for, in this order): " \
+           f"{exported}#1, {exported}#2" in capsys.readouterr().out
+    assert {h for h, _, _ in best} <= set(log(tmp_path / "target", 1)["hash"])  # SMAC ran them
+    # a missing archive is one line naming the field, before anything is written
+    target.write_text(target.read_text().replace(str(exported), str(tmp_path / "nowhere.jsonl.gz"))
+                      .replace(str(tmp_path / "target"), str(tmp_path / "other")))
+    assert main(["optimize", str(target), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "meta.warm_start[0].archive" in err
+    assert not (tmp_path / "other").exists()
+
+
+def test_smac_races_designs_over_inner_seeds(tmp_path, capsys):
+    """meta.inner_seeds = 2: SMAC's intensifier runs designs on (instance, seed) pairs of two seeds and
+    its incumbent on all of them; γ*'s mean averages the seeds of each instance first."""
+    path = write(tmp_path, "raced", trials=16, seeds="[1]")
+    path.write_text(path.read_text().replace("  seeds: [1]\n", "  seeds: [1]\n  inner_seeds: 2\n", 1))
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    archive = pd.read_csv(tmp_path / "raced" / "meta" / "archive.csv")
+    assert archive["seed"].nunique() == 2
+    pairs = archive.groupby("hash")[["instance", "seed"]].apply(lambda t: len(set(zip(t["instance"], t["seed"]))))
+    assert pairs.max() > 3  # a design raced on more (instance, seed) pairs than there are instances
+    star = json.loads((tmp_path / "raced" / "meta" / "gamma_star.json").read_text())
+    mine = archive[archive["hash"] == star["hash"]]
+    assert star["mean_objective"] == pytest.approx(mine.groupby("instance")["objective"].mean().mean())
+    # racing is the algorithm-configuration search's
+    path.write_text(path.read_text().replace("  inner_seeds: 2\n", "  inner_seeds: 2\n  optimizer: random\n", 1)
+                    .replace(str(tmp_path / "raced"), str(tmp_path / "other")))
+    capsys.readouterr()
+    assert main(["optimize", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "inner_seeds" in err and not (tmp_path / "other").exists()
+
+
+def test_the_best_known_design_is_always_a_selection_candidate():
+    """The search's best are its luckiest runs too: the best known design joins the candidates (once),
+    so that a proposed design becomes gamma* only by beating it on the selection's fresh seeds."""
+    from metaopt.stages.meta import _with_best_known_design
+
+    rows = [("lucky", "1", 0.0), ("lucky", "2", 0.0), ("second", "1", 0.1), ("second", "2", 0.0),
+            ("preset", "1", 0.1), ("preset", "2", 0.1), ("worse_preset", "1", 0.3), ("worse_preset", "2", 0.3)]
+    archive = pd.DataFrame([{"hash": h, "instance": i, "seed": 1, "objective": o} for h, i, o in rows])
+    known = {"preset": "bohb", "worse_preset": "rs"}
+    pool = selection_pool(archive, ["1", "2"], 2)
+    assert list(pool.index) == ["lucky", "second"]
+    with_known = _with_best_known_design(pool, archive, ["1", "2"], known)
+    assert list(with_known.index) == ["lucky", "second", "preset"]
+    assert with_known.loc["preset", "difference"] == pytest.approx(0.1)
+    wide = selection_pool(archive, ["1", "2"], 3)
+    assert _with_best_known_design(wide, archive, ["1", "2"], known).equals(wide)  # already a candidate
+    assert _with_best_known_design(pool, archive, ["1", "2"], {}).equals(pool)  # no known design

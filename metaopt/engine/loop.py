@@ -363,6 +363,7 @@ class AskTell:
         """(loss, cost) of the pending batch's trials told so far, by position in the batch."""
         self._done = False
         self._started = time.perf_counter()
+        self._cpu_started = time.process_time()
         self._advance(None)
 
     def _advance(self, answer: tuple[np.ndarray, np.ndarray] | None) -> None:
@@ -494,6 +495,7 @@ class AskTell:
         summary = summarize(trace, self.problem, self.budget, run_state.stop_reason or "budget", self.seed,
                             self.optimizer.config, self.reference)
         summary["wall_time_s"] = wall
+        summary["cpu_time_s"] = time.process_time() - self._cpu_started  # this process's CPU (a worker's own)
         finite = trace[trace["loss"].notna()]
         if len(finite) == 0:
             return Result(trace, summary)

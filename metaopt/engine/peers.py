@@ -199,13 +199,14 @@ def run_peer(name: str, problem: Problem, seed: int, budget: Budget | str, refer
     library = peer.library()
     budget = resolve_budget(budget, problem)
     state = PeerRun(problem, budget, progress)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     peer.runner(state, int(seed))
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     trace = build_trace(state.archive, state.codec, problem, budget, reference)
     config = {"peer": name, "library": library, "method": peer.description, **state.settings}
     summary = summarize(trace, problem, budget, state.stop_reason or "budget", seed, config, reference)
     summary["wall_time_s"] = wall
+    summary["cpu_time_s"] = cpu
     return RunResult(trace, summary)
 
 

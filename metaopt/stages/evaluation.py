@@ -339,7 +339,8 @@ def write_tables(store: StudyStore, results: list[tuple[dict, Any]], budget: Bud
     # the tables are the same bytes however the runs were scheduled or interrupted.
     walls = per_run.groupby("optimizer").agg(runs=("seed", "size"), wall_time_per_run_s=("wall_time_s", "mean"))
     atomic_write_text(folder / "wall_times.csv", walls.reset_index().to_csv(index=False))
-    atomic_write_text(store.results_csv, per_run.drop(columns="wall_time_s").to_csv(index=False))
+    atomic_write_text(store.results_csv, per_run.drop(columns=["wall_time_s", "cpu_time_s"], errors="ignore")
+                      .to_csv(index=False))
 
     table: Any = None
     for rb in report_budgets:

@@ -128,9 +128,9 @@ def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | No
 
 
 ARCHIVE_SUMMARY_FIELDS = ("final_loss", "normalized_regret", "budget_used", "cost_used", "n_evals", "stop_reason",
-                          "wall_time_s")
+                          "wall_time_s", "cpu_time_s")
 """The inner summary's fields a compact meta-archive keeps: those of ``archive.csv``
-(:func:`metaopt.store.meta_archive.meta_archive`) and the run's wall time (the report's CPU-hours axis)."""
+(:func:`metaopt.store.meta_archive.meta_archive`) and the run's wall and CPU times (the report's CPU-hours axis)."""
 
 
 def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = None) -> int:
@@ -161,7 +161,8 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
              batch_size: int, initial: dict[str, Any] | None = None, select_top: int = 0,
              select_seeds: int = 0, select_min_instance_fraction: float = 1.0, optimizer: str = "smac",
              baselines: tuple[str, ...] = (), noise_seeds: int = 0, archive_file: Path | None = None,
-             deadline: float | None = None, fidelity: MetaFidelity | None = None) -> dict[str, Any]:
+             deadline: float | None = None, fidelity: MetaFidelity | None = None,
+             inner_seeds: int = 1) -> dict[str, Any]:
     """The optimize stage of one design space: the search (``optimizer``: ``smac`` or ``random``) once
     per meta-seed in batches of ``batch_size`` trials; stores every trial, writes the archive and γ*
     and returns γ*; then the meta-level baselines and noise re-runs (module docstring).
@@ -172,7 +173,8 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     may not exceed the trials); random search ignores them. ``select_top`` > 0: γ* is chosen among
     that many best configurations after re-running them on ``select_seeds`` more seeds
     (:func:`select_gamma_star`; ``select_min_instance_fraction``: which configurations may be candidates).
-    ``fidelity``: SMAC's multi-fidelity search over the inner budget (``meta.fidelity``); its trials
+    ``inner_seeds``: seeds per training instance SMAC's algorithm-configuration search races designs
+    over (``meta.inner_seeds``). ``fidelity``: SMAC's multi-fidelity search over the inner budget (``meta.fidelity``); its trials
     below the full budget go to ``meta/archive_lower_budgets.csv``, and γ* is chosen among those at
     the full budget. ``archive_file``: a compact meta-archive whose runs count as stored. ``deadline`` (a
     ``time.monotonic()`` value): past it no new batch starts, and :class:`SliceEnded` is raised once
@@ -203,7 +205,7 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
         else:
             searches.append(SmacSearch(store, meta_seed, setup, cache, space, instances, instance_features,
                                        trials, batch_size, quiet, list((initial or {}).values()),
-                                       position=len(searches)))
+                                       position=len(searches), inner_seeds=inner_seeds))
     try:
         run_side_by_side(searches, executor, deadline)
     finally:
@@ -329,7 +331,8 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
     The meta-objective is noisy (one inner run per trial), so the archive's best may be a lucky seed.
     Candidates: :func:`~metaopt.store.meta_archive.selection_pool` (the ``top`` best configurations run on all
     training instances or, with ``min_instance_fraction`` < 1, on that fraction of them, ranked by their
-    paired difference to the best run on all). Each is run on every (instance, selection seed); its score is the mean over
+    paired difference to the best run on all), and the best known design if it is not one of them
+    (:func:`_with_best_known_design`). Each is run on every (instance, selection seed); its score is the mean over
     instances of the mean over those seeds. γ* is the candidate with the lowest score (ties: the
     archive's order). Runs go through the store and the executor like trials (resumable, the same
     with any number of workers); ``meta/selection.csv`` records each candidate's score ± s.e. over
@@ -339,6 +342,8 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
     pool = selection_pool(archive, instances, top, min_instance_fraction)
     if pool.empty:
         return choose_gamma_star(archive, instances, rows)
+    searched = len(pool)
+    pool = _with_best_known_design(pool, archive, instances, known or {})
     gammas = {h: next(r["gamma"] for r in rows if r["hash"] == h) for h in pool.index}
     chosen_seeds = _seeds_above_archive(archive, seeds)
     plan = [(h, instance, seed) for h in pool.index for instance in instances for seed in chosen_seeds]
@@ -369,8 +374,27 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
             "n_configurations": int(archive["hash"].nunique()), "n_trials": int(len(archive)),
             "selection": {"candidates": int(len(pool)), "seeds": chosen_seeds,
                           "table": "meta/selection.csv"},
-            "rule": f"among the {len(pool)} {_pool_rule(min_instance_fraction)} (pooled over meta-seeds), "
+            "rule": f"among the {searched} {_pool_rule(min_instance_fraction)} (pooled over meta-seeds)"
+                    f"{' and the best known design' if len(pool) > searched else ''}, "
                     f"the lowest mean objective over {seeds} further seeds per instance"}
+
+
+def _with_best_known_design(pool: pd.DataFrame, archive: pd.DataFrame, instances: list[str],
+                            known: dict[str, str]) -> pd.DataFrame:
+    """``pool`` with the best known design (the lowest search mean among the designs of SMAC's initial
+    design run on all training instances) appended when it is not a candidate yet: the search's best
+    are its luckiest runs too, so a design the search proposed becomes γ* only by beating the best
+    known design on the selection's fresh seeds."""
+    _, per_config = search_means(archive)
+    complete = per_config[(per_config["n_instances"] == len(instances)) & per_config.index.isin(list(known))]
+    if complete.empty:
+        return pool
+    best = complete["mean"].idxmin()
+    if best in pool.index:
+        return pool
+    reference = pool.index[0]  # selection_pool's reference: the difference is to it
+    row = complete.loc[[best]].assign(difference=complete.loc[best, "mean"] - per_config.loc[reference, "mean"])
+    return pd.concat([pool, row])
 
 
 def _pool_rule(min_instance_fraction: float) -> str:

@@ -264,6 +264,27 @@ def _target_function(config: Any, instance: str | None = None, seed: int = 0, bu
     raise RuntimeError("meta trials are run by metaopt.stages.meta, not by SMAC's runner")
 
 
+def _smac_facade(facade: type, scenario: Any, initial: list, model_options: dict[str, Any],
+                 intensifier_options: dict[str, Any]) -> Any:
+    """The SMAC facade of a search (:class:`SmacSearch`, :class:`MultiFidelitySmacSearch`), built once
+    per meta-seed: ``facade``'s reproducible model and maximizer (``model_options`` for
+    :func:`reproducible_model_and_maximizer`) with bounded forest leaves, its intensifier with
+    ``intensifier_options``, and an initial design holding the known designs ``initial`` (values of
+    ``scenario``'s space) as far as SMAC leaves room for them."""
+    from ConfigSpace import Configuration
+
+    initial = [Configuration(scenario.configspace, values=dict(config)) for config in initial]
+    model, maximizer = reproducible_model_and_maximizer(facade, scenario, **model_options)
+    bound_forest_leaves(model)  # the same trees, without reserving 2²¹ nodes for each
+    # SMAC refuses an initial design larger than its trials; its own share (a private count, the
+    # default configuration included) is what the known designs must leave room for.
+    room = scenario.n_trials - getattr(facade.get_initial_design(scenario), "_n_configs", 1) - 1
+    return facade(scenario, _target_function, model=model, acquisition_maximizer=maximizer,
+                  initial_design=facade.get_initial_design(scenario, additional_configs=initial[: max(room, 0)]),
+                  intensifier=facade.get_intensifier(scenario, **intensifier_options),
+                  overwrite=True, logging_level=40)
+
+
 class SmacSearch(Search):
     """SMAC's algorithm-configuration facade for one meta-seed, started from the known designs.
 
@@ -278,8 +299,7 @@ class SmacSearch(Search):
 
     def __init__(self, store: StudyStore, meta_seed: int, setup: MetaSetup, cache: Mapping[Key, dict[str, Any]],
                  space, instances: list[str], instance_features: dict[str, list[float]], trials: int,
-                 batch_size: int, quiet: bool, initial: list, position: int) -> None:
-        from ConfigSpace import Configuration
+                 batch_size: int, quiet: bool, initial: list, position: int, inner_seeds: int = 1) -> None:
         from smac import AlgorithmConfigurationFacade, Scenario
 
         super().__init__(store, meta_seed, setup, cache, trials, batch_size, quiet, position,
@@ -288,27 +308,16 @@ class SmacSearch(Search):
         # searches that shared one space would share one generator, drawn from in the order their
         # batches finish (timing), and all seeded by the meta-seed started last.
         space = copy.deepcopy(space)
-        initial = [Configuration(space, values=dict(config)) for config in initial]
-        scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=trials,
+        # inner_seeds > 1: a non-deterministic scenario, whose intensifier races designs over
+        # (instance, seed) pairs, all instances with SMAC's first seed, then with its second, ...
+        scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=inner_seeds == 1, n_trials=trials,
                             instances=instances, instance_features=instance_features, seed=meta_seed,
                             output_directory=store.smac_dir, crash_cost=CRASH_OBJECTIVE)
         # No PCA of the instance features: SMAC 2.4 fits its forest on PCA components once there are
         # 4 or more features (a pooled benchmark's scenario indicators) but predicts marginalized over
         # the raw features, and fails an assertion; the few features here need no reduction.
-        model, maximizer = reproducible_model_and_maximizer(AlgorithmConfigurationFacade, scenario,
-                                                            pca_components=None)
-        bound_forest_leaves(model)  # the same trees, without reserving 2²¹ nodes for each
-        # SMAC refuses an initial design larger than its trials; its own share (a private count, the
-        # default configuration included) is what the known designs must leave room for.
-        room = trials - getattr(AlgorithmConfigurationFacade.get_initial_design(scenario), "_n_configs", 1) - 1
-        self._smac = AlgorithmConfigurationFacade(
-            scenario, _target_function, model=model, acquisition_maximizer=maximizer,
-            initial_design=AlgorithmConfigurationFacade.get_initial_design(
-                scenario, additional_configs=list(initial)[: max(room, 0)]),
-            intensifier=AlgorithmConfigurationFacade.get_intensifier(scenario,
-                                                                     max_config_calls=len(scenario.instances)),
-            overwrite=True, logging_level=40,
-        )
+        self._smac = _smac_facade(AlgorithmConfigurationFacade, scenario, initial, {"pca_components": None},
+                                  {"max_config_calls": len(instances) * inner_seeds})
 
     def _propose(self, n: int) -> list[Proposal]:
         with _smac_warnings_silenced():
@@ -341,28 +350,15 @@ class MultiFidelitySmacSearch(Search):
     def __init__(self, store: StudyStore, meta_seed: int, setup: MetaSetup, cache: Mapping[Key, dict[str, Any]],
                  space, instances: list[str], trials: int, batch_size: int, quiet: bool, initial: list,
                  position: int, min_budget: float, eta: int) -> None:
-        from ConfigSpace import Configuration
         from smac import MultiFidelityFacade, Scenario
 
         super().__init__(store, meta_seed, setup, cache, trials, batch_size * len(instances), quiet, position,
                          store.trials_log(meta_seed), f"meta-seed {meta_seed}: SMAC trials (multi-fidelity)")
         space = copy.deepcopy(space)  # a search of its own: see SmacSearch
-        initial = [Configuration(space, values=dict(config)) for config in initial]
-        smac_trials = -(-trials // len(instances))
-        scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True, n_trials=smac_trials,
-                            min_budget=min_budget, max_budget=1.0, seed=meta_seed,
-                            output_directory=store.smac_dir, crash_cost=CRASH_OBJECTIVE)
-        model, maximizer = reproducible_model_and_maximizer(MultiFidelityFacade, scenario)
-        bound_forest_leaves(model)
-        design = MultiFidelityFacade.get_initial_design(scenario)
-        room = smac_trials - getattr(design, "_n_configs", 1) - 1
-        self._smac = MultiFidelityFacade(
-            scenario, _target_function, model=model, acquisition_maximizer=maximizer,
-            initial_design=MultiFidelityFacade.get_initial_design(
-                scenario, additional_configs=list(initial)[: max(room, 0)]),
-            intensifier=MultiFidelityFacade.get_intensifier(scenario, eta=eta),
-            overwrite=True, logging_level=40,
-        )
+        scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True,
+                            n_trials=-(-trials // len(instances)), min_budget=min_budget, max_budget=1.0,
+                            seed=meta_seed, output_directory=store.smac_dir, crash_cost=CRASH_OBJECTIVE)
+        self._smac = _smac_facade(MultiFidelityFacade, scenario, initial, {}, {"eta": eta})
         self._instances = instances
         self._seed = trial_seed(meta_seed)
         self._pending: dict[int, list[float]] = {}

@@ -86,11 +86,33 @@ class StudyContext:
             for k, path in enumerate(spec.meta.initial_configs):
                 config = read_config_file(path, f"{study.path}: field 'meta.initial_configs[{k}]'")
                 self.initial_configs[str(path)] = config
+            self.initial_configs.update(self._warm_start_designs())
         self._check_evaluation()
         companion_studies(spec, study.path, study.output)  # refuses a bad report_with list before any work
         self._check_ablations()
         self._check_output()
         self._warn_train_test_overlap()
+
+    def _warm_start_designs(self) -> dict[str, dict]:
+        """Called by ``__init__``: the designs of ``meta.warm_start`` by name (``<archive>#<rank>``),
+        each validated; a missing or damaged archive is one error line naming the field."""
+        from metaopt.store.meta_archive import best_designs, read_meta_runs
+        from metaopt.spaces.design_space import validate
+
+        meta = self.study.spec.meta
+        assert meta is not None  # called only for a study with a meta section
+        designs: dict[str, dict] = {}
+        for k, entry in enumerate(meta.warm_start):
+            field = f"meta.warm_start[{k}].archive"
+            try:
+                best = best_designs(read_meta_runs(Path(entry.archive)), entry.top)
+                for rank, (_, gamma, _) in enumerate(best, 1):
+                    designs[f"{entry.archive}#{rank}"] = validate(gamma)
+            except UsageError as err:
+                raise self._error(field, str(err)) from None
+            if not best:
+                raise self._error(field, f"{entry.archive} holds no run at the full inner budget")
+        return designs
 
     def _error(self, field: str, message: str) -> UsageError:
         """A UsageError naming the study file and ``field``."""
@@ -290,7 +312,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
                         select_seeds=meta.select_seeds, select_min_instance_fraction=meta.select_min_instance_fraction,
                         optimizer=meta.optimizer, baselines=tuple(meta.baselines), noise_seeds=meta.noise_seeds,
                         archive_file=Path(meta.archive) if meta.archive else None, deadline=deadline,
-                        fidelity=meta.fidelity)
+                        fidelity=meta.fidelity, inner_seeds=meta.inner_seeds)
         print(f"gamma* ({restriction or 'full space'}): mean objective {star['mean_objective']:.4f} on "
               f"{star['n_instances']} training instances ({star['n_configurations']} configurations, "
               f"{star['n_trials']} trials)")

@@ -124,6 +124,27 @@ def selection_pool(archive: pd.DataFrame, instances: list[str], top: int,
     return pd.concat([eligible.loc[[reference]], others])
 
 
+def best_designs(records: list[dict[str, Any]], top: int) -> list[tuple[str, dict[str, Any], float]]:
+    """The ``top`` best designs of a compact meta-archive's ``records`` (:func:`read_meta_runs`), best
+    first, as (γ hash, γ, mean objective); called when a study warm-starts from another study's
+    search (``meta.warm_start``).
+
+    Only runs at the full inner budget count, and only designs run on every instance the archive's
+    best-covered design ran on (a design's mean over fewer instances would compare the instances'
+    difficulties, see :func:`selection_pool`); seeds are averaged per instance first, as in
+    :func:`search_means`. Ties keep the archive's order.
+    """
+    full = [r for r in records if "inner_budget" not in r]
+    if not full:
+        return []
+    table = pd.DataFrame([{"hash": r["hash"], "instance": str(r["instance"]), "objective": float(r["objective"])}
+                          for r in full])
+    _, per_config = search_means(table)
+    covered = per_config[per_config["n_instances"] == per_config["n_instances"].max()]
+    gammas = {r["hash"]: r["gamma"] for r in full}
+    return [(h, gammas[h], float(mean)) for h, mean in covered["mean"].sort_values(kind="stable").head(top).items()]
+
+
 def _valid_record(record: Any) -> bool:
     """A run record that may serve as a cache entry: status ok, a numeric objective, a γ."""
     try:

@@ -83,6 +83,16 @@ class MetaFidelity(BaseModel):
     """Hyperband's η: each rung keeps the best 1/η of its designs for an η times larger inner budget."""
 
 
+class WarmStart(BaseModel):
+    """Designs another study's search found, for this search's initial design (``meta.warm_start``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    archive: str
+    """That study's compact meta-archive (``metaopt study export-meta``)."""
+    top: int = Field(default=5, ge=1, le=100)
+    """How many of its best designs (its mean objective over the instances its best-covered design ran on)."""
+
+
 class MetaSpec(_InstancesAndSeeds):
     """How γ is searched: SMAC over training instances."""
 
@@ -97,6 +107,9 @@ class MetaSpec(_InstancesAndSeeds):
     """Whether every preset that is a point of the searched space joins SMAC's initial design."""
     initial_configs: list[str] = Field(default_factory=list)
     """γ files (a configuration, or a study's gamma_star.json) that join SMAC's initial design."""
+    warm_start: list[WarmStart] = Field(default_factory=list)
+    """Transfer between scenarios: the best designs of other studies' meta-archives join SMAC's initial
+    design after the presets and ``initial_configs`` (their runs are not reused: other instances)."""
     select_top: int = Field(default=0, ge=0)
     """γ* is chosen among this many best configurations after re-running them (0: the archive's best)."""
     select_seeds: int = Field(default=3, ge=1)
@@ -107,6 +120,11 @@ class MetaSpec(_InstancesAndSeeds):
     fidelity: MetaFidelity | None = None
     """SMAC's multi-fidelity facade over the inner budget instead of its algorithm-configuration facade:
     a trial is a design at a fraction of the inner budget on every training instance (metaopt.stages.meta_search)."""
+    inner_seeds: int = Field(default=1, ge=1, le=10)
+    """Seeds per training instance over which SMAC's algorithm-configuration search races a design: its
+    intensifier runs a challenger on more and more of the incumbent's (instance, seed) pairs and
+    compares them on the pairs both ran, so a lucky inner run alone cannot make an incumbent (1: one
+    seed, SMAC's deterministic scenario)."""
     optimizer: Literal["smac", "random"] = "smac"
     """The search: SMAC's algorithm-configuration facade, or random search over the same space (each
     configuration on every training instance)."""
@@ -124,6 +142,9 @@ class MetaSpec(_InstancesAndSeeds):
     def _fidelity_needs_smac(self) -> "MetaSpec":
         if self.fidelity is not None and self.optimizer != "smac":
             raise ValueError("fidelity (multi-fidelity meta-optimization) is SMAC's: it needs optimizer smac")
+        if self.inner_seeds > 1 and (self.fidelity is not None or self.optimizer != "smac"):
+            raise ValueError("inner_seeds > 1 races designs in SMAC's algorithm-configuration search: it needs "
+                             "optimizer smac without fidelity")
         return self
 
     @field_validator("baselines")
