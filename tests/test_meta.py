@@ -523,7 +523,7 @@ def test_a_search_continues_from_its_exported_meta_archive(tmp_path, capsys):
     assert main(["study", "export-meta", str(tmp_path / "sliced"), "--out", str(tmp_path / "again.jsonl.gz")]) == 0
     import gzip
 
-    assert len(gzip.decompress((tmp_path / "again.jsonl.gz").read_bytes()).splitlines()) == 8
+    assert len(gzip.decompress((tmp_path / "again.jsonl.gz").read_bytes()).splitlines()) == 8 + 1  # and the log
     exported.write_bytes(gzip.compress(b'{"hash": "x"}\n'))
     shutil.rmtree(tmp_path / "sliced")
     capsys.readouterr()
@@ -660,3 +660,41 @@ def test_the_best_known_design_is_always_a_selection_candidate():
     wide = selection_pool(archive, ["1", "2"], 3)
     assert _with_best_known_design(wide, archive, ["1", "2"], known).equals(wide)  # already a candidate
     assert _with_best_known_design(pool, archive, ["1", "2"], {}).equals(pool)  # no known design
+
+
+def test_a_finished_search_is_restored_from_its_meta_archive_without_replaying(tmp_path, capsys):
+    """export-meta carries the search's trials logs: a finished search continued from its archive on
+    another machine gets the same trials log, archive and gamma* byte for byte, and SMAC proposes
+    nothing again; a damaged trials-log line is one error naming the file and line."""
+    whole = write(tmp_path, "whole", trials=8, seeds="[1]")
+    assert main(["optimize", str(whole), "--quiet"]) == 0
+    exported = tmp_path / "meta_runs.jsonl.gz"
+    assert main(["study", "export-meta", str(tmp_path / "whole"), "--out", str(exported)]) == 0
+    restored = tmp_path / "restored.yaml"
+    restored.write_text(whole.read_text().replace(str(tmp_path / "whole"), str(tmp_path / "restored"))
+                        .replace("  seeds: [1]\n", f"  seeds: [1]\n  archive: {exported}\n", 1))
+    capsys.readouterr()
+    import metaopt.stages.meta_search as meta_search
+
+    proposed = []
+    original = meta_search.SmacSearch._propose
+    meta_search.SmacSearch._propose = lambda self, n: proposed.append(n) or original(self, n)
+    try:
+        assert main(["optimize", str(restored), "--quiet"]) == 0
+    finally:
+        meta_search.SmacSearch._propose = original
+    assert proposed == []  # SMAC was not replayed
+    assert f"8 trials restored from {exported}); the search is not rerun" in capsys.readouterr().out
+    assert results(tmp_path / "restored") == results(tmp_path / "whole")
+    log_name = "meta/trials-seed-1.jsonl"
+    assert (tmp_path / "restored" / log_name).read_bytes() == (tmp_path / "whole" / log_name).read_bytes()
+    import gzip
+
+    lines = gzip.decompress(exported.read_bytes()).decode().splitlines()
+    exported.write_bytes(gzip.compress(("\n".join(lines[:-1] + ['{"trials_log": {"meta_seed": 1}}']) + "\n").encode()))
+    shutil_rmtree = __import__("shutil").rmtree
+    shutil_rmtree(tmp_path / "restored")
+    capsys.readouterr()
+    assert main(["optimize", str(restored), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"line {len(lines)} is not a trials log" in err

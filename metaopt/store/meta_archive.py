@@ -179,23 +179,49 @@ def load_cache(store: StudyStore, archive_file: Path | None = None) -> dict[Key,
     return cache
 
 
-def read_meta_runs(path: Path) -> list[dict[str, Any]]:
-    """The records of a compact meta-archive (:func:`export_meta_runs`); UsageError naming the file
-    and line if it is not one."""
+TRIALS_LOG = "trials_log"
+"""The key of a compact meta-archive's line that holds one meta-seed's trials in order (not a run)."""
+
+
+def _archive_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of the non-empty lines of the gzipped compact meta-archive ``path``."""
     try:
         text = gzip.decompress(Path(path).read_bytes()).decode()
     except FileNotFoundError:
         raise UsageError(f"{path}: no such meta-archive (write one with `metaopt study export-meta`)") from None
     except (OSError, EOFError, UnicodeDecodeError) as err:
         raise UsageError(f"{path}: not a gzipped meta-archive ({err})") from None
-    records = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+    return [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+def read_archived_trials(path: Path) -> dict[int, list[tuple[Key, bool]]]:
+    """The trials logs a compact meta-archive carries (``metaopt study export-meta`` writes the search's
+    logs beside its runs): meta-seed → its trials in order, each as (run key, whether the run came from
+    the store). Read by the optimize stage, which restores a finished search from them without
+    replaying SMAC; UsageError naming the file and line if one is damaged."""
+    logs: dict[int, list[tuple[Key, bool]]] = {}
+    for number, line in _archive_lines(path):
+        if f'"{TRIALS_LOG}"' not in line:
             continue
+        try:
+            entry = json.loads(line)[TRIALS_LOG]
+            logs[int(entry["meta_seed"])] = [((str(h), str(i), int(s)), bool(c)) for h, i, s, c in entry["trials"]]
+        except (ValueError, KeyError, TypeError):
+            raise UsageError(f"{path}: line {number} is not a trials log (meta_seed, trials)") from None
+    return logs
+
+
+def read_meta_runs(path: Path) -> list[dict[str, Any]]:
+    """The run records of a compact meta-archive (:func:`export_meta_runs`; its trials logs are read
+    by :func:`read_archived_trials`); UsageError naming the file and line if it is not one."""
+    records = []
+    for number, line in _archive_lines(path):
         try:
             record = json.loads(line)
         except ValueError:
             record = None
+        if isinstance(record, dict) and TRIALS_LOG in record:
+            continue
         if not _valid_record(record):
             raise UsageError(f"{path}: line {number} is not a finished run record (hash, gamma, instance, seed, "
                              "status ok, objective)")
