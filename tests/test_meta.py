@@ -667,6 +667,7 @@ def test_a_finished_search_is_restored_from_its_meta_archive_without_replaying(t
     another machine gets the same trials log, archive and gamma* byte for byte, and SMAC proposes
     nothing again; a damaged trials-log line is one error naming the file and line."""
     whole = write(tmp_path, "whole", trials=8, seeds="[1]")
+    whole.write_text(whole.read_text().replace("  seeds: [1]\n", "  seeds: [1]\n  baselines: [random]\n", 1))
     assert main(["optimize", str(whole), "--quiet"]) == 0
     exported = tmp_path / "meta_runs.jsonl.gz"
     assert main(["study", "export-meta", str(tmp_path / "whole"), "--out", str(exported)]) == 0
@@ -677,17 +678,19 @@ def test_a_finished_search_is_restored_from_its_meta_archive_without_replaying(t
     import metaopt.stages.meta_search as meta_search
 
     proposed = []
-    original = meta_search.SmacSearch._propose
-    meta_search.SmacSearch._propose = lambda self, n: proposed.append(n) or original(self, n)
+    originals = {cls: cls._propose for cls in (meta_search.SmacSearch, meta_search.RandomSearch)}
+    for cls, original in originals.items():
+        cls._propose = lambda self, n, original=original: proposed.append(n) or original(self, n)
     try:
         assert main(["optimize", str(restored), "--quiet"]) == 0
     finally:
-        meta_search.SmacSearch._propose = original
-    assert proposed == []  # SMAC was not replayed
+        for cls, original in originals.items():
+            cls._propose = original
+    assert proposed == []  # neither SMAC nor the random-search baseline was replayed
     assert f"8 trials restored from {exported}); the search is not rerun" in capsys.readouterr().out
     assert results(tmp_path / "restored") == results(tmp_path / "whole")
-    log_name = "meta/trials-seed-1.jsonl"
-    assert (tmp_path / "restored" / log_name).read_bytes() == (tmp_path / "whole" / log_name).read_bytes()
+    for log_name in ("meta/trials-seed-1.jsonl", "meta/baselines/random/trials-seed-1.jsonl"):
+        assert (tmp_path / "restored" / log_name).read_bytes() == (tmp_path / "whole" / log_name).read_bytes()
     import gzip
 
     lines = gzip.decompress(exported.read_bytes()).decode().splitlines()

@@ -68,8 +68,8 @@ from tqdm import tqdm
 
 from metaopt.core.errors import UsageError
 from metaopt.core.executor import Executor
-from metaopt.store.meta_archive import (CRASH_OBJECTIVE, TRIALS_LOG, choose_gamma_star, gamma_hash, load_cache,
-                                        meta_archive, read_archived_trials, search_means, selection_pool)
+from metaopt.store.meta_archive import (CRASH_OBJECTIVE, TRIALS_LOG, LogId, choose_gamma_star, gamma_hash,
+                                        load_cache, meta_archive, read_archived_trials, search_means, selection_pool)
 from metaopt.stages.meta_search import (Batch, Key, ListSearch, MetaSetup, MultiFidelitySmacSearch, RandomSearch, Search,
                                  SliceEnded,
                                  SmacSearch, complete_gamma, meta_objective, record_key, run_side_by_side,
@@ -151,17 +151,22 @@ def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = N
                    if k in record}
         compact["summary"] = {k: v for k, v in record.get("summary", {}).items() if k in ARCHIVE_SUMMARY_FIELDS}
         lines.append(json.dumps(jsonable(compact)))  # γ's key order as stored: it is the archive's column order
-    for log in store.trials_logs():  # the search's trials in order: a finished search is restored, not replayed
+    runs = len(lines)
+    # the trials of the search and of its baselines in order: a finished search is restored, not replayed
+    logs = [(None, log) for log in store.trials_logs()]
+    logs += [(name, log) for name, paths in sorted(store.baseline_trials_logs().items()) for log in paths]
+    for baseline, log in logs:
         try:
             rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
         except ValueError:  # a line cut short by a kill: the next slice replays this meta-seed anyway
             continue
         if rows:
             trials = [[*record_key(row), bool(row.get("cached", False))] for row in rows]
-            lines.append(json.dumps({TRIALS_LOG: {"meta_seed": int(rows[0]["meta_seed"]), "trials": trials}}))
+            lines.append(json.dumps({TRIALS_LOG: {"baseline": baseline, "meta_seed": int(rows[0]["meta_seed"]),
+                                                  "trials": trials}}))
     # mtime 0: the same runs give the same bytes (the file is committed)
     atomic_write_bytes(out, gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
-    return len(lines)
+    return runs
 
 
 def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list[str],
@@ -195,13 +200,11 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     cache = load_cache(store, archive_file)
     finished: dict[int, list[dict[str, Any]]] = {}
     searches: list[Search] = []
-    archived = read_archived_trials(archive_file) if archive_file is not None and archive_file.exists() else {}
+    restored = _restore_trials_logs(store, archive_file, cache)
     for meta_seed in meta_seeds:
-        restored = meta_seed in archived and _restore_trials_log(store.trials_log(meta_seed), meta_seed,
-                                                                 archived[meta_seed], cache)
         trial_rows = _finished_trials(store.trials_log(meta_seed), trials, cache)
         if trial_rows is not None:
-            where = f"restored from {archive_file}" if restored else "in the store"
+            where = f"restored from {archive_file}" if (None, meta_seed) in restored else "in the store"
             print(f"meta-seed {meta_seed}: finished earlier ({trials} trials {where}); the search is not rerun")
             finished[meta_seed] = trial_rows
     shutil.rmtree(store.smac_dir, ignore_errors=True)  # SMAC's own files: not needed (see the module doc)
@@ -418,18 +421,25 @@ def _pool_rule(min_instance_fraction: float) -> str:
             "paired difference to the best run on all of them, that one included,")
 
 
-def _restore_trials_log(log_path: Path, meta_seed: int, trials: list[tuple[Key, bool]], cache: dict) -> bool:
-    """Writes a trials log carried by the compact meta-archive to the store when the store has none
-    and every run it names is in ``cache``; returns whether it did. :func:`_finished_trials` then
-    decides, as for any log, whether the search is finished (a finished search is not replayed: the
-    same trials, γ* and report without SMAC's proposals computed again)."""
-    if log_path.exists() or any(key not in cache for key, _ in trials):
-        return False
-    rows = [trial_row(meta_seed, t, cache[key], cached) for t, (key, cached) in enumerate(trials)]
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(log_path, "".join(json.dumps({k: v for k, v in row.items() if k != "summary"}) + "\n"
+def _restore_trials_logs(store: StudyStore, archive_file: Path | None, cache: dict) -> set[LogId]:
+    """Called first by :func:`optimize`: writes each trials log the compact meta-archive carries (the
+    search's and its baselines') to the store when the store has none and every run it names is in
+    ``cache``; returns those it wrote. :func:`_finished_trials` then decides, as for any log, whether
+    that search is finished (a finished search is not replayed: the same trials, γ* and report
+    without SMAC's or random search's proposals computed again, even after the design space grew)."""
+    if archive_file is None or not archive_file.exists():
+        return set()
+    restored = set()
+    for (baseline, meta_seed), trials in read_archived_trials(archive_file).items():
+        path = store.trials_log(meta_seed) if baseline is None else store.baseline_trials_log(baseline, meta_seed)
+        if path.exists() or any(key not in cache for key, _ in trials):
+            continue
+        rows = [trial_row(meta_seed, t, cache[key], cached) for t, (key, cached) in enumerate(trials)]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, "".join(json.dumps({k: v for k, v in row.items() if k != "summary"}) + "\n"
                                         for row in rows))
-    return True
+        restored.add((baseline, meta_seed))
+    return restored
 
 
 def _finished_trials(log_path: Path, trials: int, cache: dict) -> list[dict[str, Any]] | None:

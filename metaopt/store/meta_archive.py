@@ -194,20 +194,28 @@ def _archive_lines(path: Path) -> list[tuple[int, str]]:
     return [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
 
 
-def read_archived_trials(path: Path) -> dict[int, list[tuple[Key, bool]]]:
-    """The trials logs a compact meta-archive carries (``metaopt study export-meta`` writes the search's
-    logs beside its runs): meta-seed → its trials in order, each as (run key, whether the run came from
-    the store). Read by the optimize stage, which restores a finished search from them without
-    replaying SMAC; UsageError naming the file and line if one is damaged."""
-    logs: dict[int, list[tuple[Key, bool]]] = {}
+LogId = tuple[str | None, int]
+"""A trials log of a study's meta folder: (baseline name, or None for the search itself; meta-seed)."""
+
+
+def read_archived_trials(path: Path) -> dict[LogId, list[tuple[Key, bool]]]:
+    """The trials logs a compact meta-archive carries (``metaopt study export-meta`` writes those of the
+    search and of its meta-level baselines beside the runs): log → its trials in order, each as (run
+    key, whether the run came from the store). Read by the optimize stage, which restores a finished
+    search from them without replaying it; UsageError naming the file and line if one is damaged."""
+    logs: dict[LogId, list[tuple[Key, bool]]] = {}
     for number, line in _archive_lines(path):
         if f'"{TRIALS_LOG}"' not in line:
             continue
         try:
             entry = json.loads(line)[TRIALS_LOG]
-            logs[int(entry["meta_seed"])] = [((str(h), str(i), int(s)), bool(c)) for h, i, s, c in entry["trials"]]
-        except (ValueError, KeyError, TypeError):
-            raise UsageError(f"{path}: line {number} is not a trials log (meta_seed, trials)") from None
+            baseline = entry.get("baseline")
+            if baseline is not None and (not isinstance(baseline, str) or not baseline.isidentifier()):
+                raise ValueError(baseline)
+            logs[(baseline, int(entry["meta_seed"]))] = [((str(h), str(i), int(s)), bool(c))
+                                                         for h, i, s, c in entry["trials"]]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise UsageError(f"{path}: line {number} is not a trials log (baseline, meta_seed, trials)") from None
     return logs
 
 
