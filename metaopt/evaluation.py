@@ -34,7 +34,7 @@ from metaopt.benchmarks.base import Benchmark, Problem
 from metaopt.budget import Budget
 from metaopt.errors import UsageError
 from metaopt.executor import Executor
-from metaopt.loop import run as run_loop
+from metaopt.simclock import run as run_loop
 from metaopt.references import Reference
 from metaopt.spaces.design_space import without_stopping
 from metaopt.spaces.resolve import optimizer_name, resolve_optimizer

@@ -266,6 +266,23 @@ class _Run:
             self.progress(min(self.state.t, 1.0))
         return ids, loss, cost
 
+    def config_of(self, config_id: int) -> dict[str, Any]:
+        """The configuration (a dict, inactive hyperparameters absent) with the run's ID ``config_id``."""
+        return self.codec.to_dicts(self.vectors[config_id][None])[0]
+
+    def result(self, seed: int, reference: Any, wall: float) -> Result:
+        """The trace, summary and incumbent of the run so far; ``wall`` (seconds) goes into the summary."""
+        trace = build_trace(self.state.archive, self.codec, self.problem, self.budget, reference)
+        summary = summarize(trace, self.problem, self.budget, self.stop_reason or "budget", seed,
+                            self.opt.config, reference)
+        summary["wall_time_s"] = wall
+        finite = trace[trace["loss"].notna()]
+        if len(finite) == 0:
+            return Result(trace, summary)
+        top = finite[finite["fidelity"] == finite["fidelity"].max()]
+        row = top.loc[top["loss"].idxmin()]
+        return Result(trace, summary, self.config_of(int(row["config_id"])), float(row["loss"]))
+
     def _should_stop(self) -> bool:
         if self.stop_reason is None:
             for rule in self.opt.stopping:
@@ -484,22 +501,11 @@ class AskTell:
 
     def config_of(self, config_id: int) -> dict[str, Any]:
         """The configuration (a dict, inactive hyperparameters absent) with the run's ID ``config_id``."""
-        return self._run.codec.to_dicts(self._run.vectors[config_id][None])[0]
+        return self._run.config_of(config_id)
 
     def result(self) -> Result:
         """The trace, summary and incumbent of the run so far (complete once :attr:`done`)."""
-        run_state = self._run
-        wall = time.perf_counter() - self._started
-        trace = build_trace(run_state.state.archive, run_state.codec, self.problem, self.budget, self.reference)
-        summary = summarize(trace, self.problem, self.budget, run_state.stop_reason or "budget", self.seed,
-                            self.optimizer.config, self.reference)
-        summary["wall_time_s"] = wall
-        finite = trace[trace["loss"].notna()]
-        if len(finite) == 0:
-            return Result(trace, summary)
-        top = finite[finite["fidelity"] == finite["fidelity"].max()]
-        row = top.loc[top["loss"].idxmin()]
-        return Result(trace, summary, self.config_of(int(row["config_id"])), float(row["loss"]))
+        return self._run.result(self.seed, self.reference, time.perf_counter() - self._started)
 
 
 def run(config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget | str,
@@ -509,6 +515,8 @@ def run(config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget |
     ``budget`` is a :class:`Budget` or a spec such as ``"30d"``. ``reference`` (a
     :class:`metaopt.references.Reference`) adds normalized regret to the trace and summary.
     The driver of :class:`AskTell` that answers each batch with one batched ``problem.evaluate``.
+    Asynchronous designs (``fidelity_schedule: asha``) have no batches: :func:`metaopt.simclock.run`
+    runs every design, these too.
     """
     loop = AskTell(config, problem, seed, budget, progress, reference)
     while (batch := loop.ask_batch()) is not None:

@@ -8,7 +8,7 @@ from ConfigSpace import ConfigurationSpace
 
 from metaopt.benchmarks import get_benchmark, list_benchmark_names
 from metaopt.errors import UsageError
-from metaopt.loop import run
+from metaopt.simclock import run
 from metaopt.spaces.design_space import design_space, validate
 from metaopt.spaces.presets import PRESETS
 from metaopt.spaces.restrictions import RESTRICTIONS, get_restriction
