@@ -24,9 +24,7 @@ from typing import Iterator
 import numpy as np
 
 from metaopt.benchmarks.base import Fidelity
-from metaopt.components.fidelity_schedules import (
-    MULTI_FIDELITY_HPS, BracketPlan, FidelitySchedule, n_stages, stage_fidelity,
-)
+from metaopt.components.fidelity_schedules import MULTI_FIDELITY_HPS, BracketPlan, _MultiFidelity, stage_fidelity
 from metaopt.components.promotion import by_loss
 from metaopt.errors import UsageError
 from metaopt.registry import register
@@ -55,16 +53,9 @@ class RungResults:
 @register("fidelity_schedules", "asha", MULTI_FIDELITY_HPS,
           "asynchronous successive halving (ASHA): promote as soon as a result is in its rung's top 1/η_surv, "
           "else start a new configuration at r_1")
-class AsyncSuccessiveHalving(FidelitySchedule):
-    multi_fidelity = True
+class AsyncSuccessiveHalving(_MultiFidelity):
+    uses_promotion_rule = False
     asynchronous = True
-
-    def __init__(self, log_eta_fid: float, survival_fraction: float) -> None:
-        self.eta_fid = math.exp(log_eta_fid)
-        self.survival_fraction = float(survival_fraction)
-
-    def stages(self, fidelity: Fidelity) -> int:
-        return n_stages(fidelity, self.eta_fid)
 
     def rung_fidelities(self, fidelity: Fidelity) -> list[float]:
         """r_1..r_s, the fidelities of the rungs (those of the synchronous schedules' stages)."""

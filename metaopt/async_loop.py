@@ -51,6 +51,8 @@ class AsyncRun(_Run):
         """The trials asked and not told yet, by trial ID."""
         self.exhausted = False
         """Set when the next trial did not fit into the budget: nothing more is asked."""
+        self.configs: dict[int, dict[str, Any]] = {}
+        """Each configuration as a dict, by configuration ID (made once: a promoted one is asked again)."""
 
     @property
     def done(self) -> bool:
@@ -89,7 +91,9 @@ class AsyncRun(_Run):
             return None
         if config_id is None:
             config_id = self._new_config(fidelity)
-        trial = Trial(self.n_asked, self.config_of(config_id), fidelity, config_id, self.n_asked)
+        if config_id not in self.configs:
+            self.configs[config_id] = self.config_of(config_id)
+        trial = Trial(self.n_asked, self.configs[config_id], fidelity, config_id, self.n_asked)
         self.n_asked += 1
         self.running[trial.id] = trial
         return trial
