@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from ConfigSpace import ConfigurationSpace, Float
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from metaopt.archive import Archive
 from metaopt.benchmarks import get_benchmark
@@ -20,7 +21,7 @@ from metaopt.components.pending import ConstantLiar, IgnorePending
 from metaopt.errors import UsageError
 from metaopt.loop import AskTell, run as run_loop
 from metaopt.simclock import CLOCK_COLUMNS, SimClock, run
-from metaopt.spaces.design_space import validate
+from metaopt.spaces.design_space import design_space, validate
 from metaopt.spaces.presets import get_preset
 
 PROBLEM = get_benchmark("synthetic:mlp").problem("0")
@@ -78,6 +79,21 @@ def test_runs_on_the_clock_are_deterministic_and_keep_time(name, workers):
     assert 0 < first.summary["utilization"] <= 1 + 1e-12
     if workers == 1:
         assert first.summary["utilization"] == pytest.approx(1.0)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 2), workers=st.integers(1, 16), budget=st.floats(1.0, 8.0))
+def test_any_design_on_the_clock_keeps_time_and_budget(seed, workers, budget):
+    """Property: any point of the design space, with any number of workers, keeps the clock's
+    invariants and its budget."""
+    space = design_space()
+    space.seed(seed)
+    config = dict(space.sample_configuration())
+    result = run(config, PROBLEM, seed, str(budget), workers=workers)
+    trace = result.trace
+    if len(trace):
+        _check_clock_trace(trace, workers, asynchronous=config["fidelity_schedule"] == "asha")
+    assert float((trace["fidelity"] / PROBLEM.fidelity.r_max).sum()) <= budget + BUDGET_TOLERANCE
 
 
 @pytest.mark.parametrize("name", ["hb", "bohb", "smashy_lcbench_hb"])
