@@ -8,8 +8,11 @@ is the same pure function of (γ, problem, seed, budget) once the order in which
 is fixed; :mod:`metaopt.simclock` fixes it by simulating N workers.
 
 Each result is recorded when it is told, in the order the results arrive: it is its own batch
-(trace column ``batch``), ``stage`` is its rung (1..s), ``bracket`` is 1. Stopping rules are checked
-after every result.
+(trace column ``batch``), ``stage`` is its rung (1..s), ``bracket`` is 1. The budget rule is checked
+after every result, the other stopping rules after each result at the highest rung (r_max): they
+judge the progress of the full-fidelity results (paper 002's rules were made for sequential BO, where
+every result is one), and a model-based rule fitted after every low-fidelity result would cost a
+model fit per evaluation. Without a fidelity every result is at r_max.
 
 Budget accounting (:class:`metaopt.budget.BudgetMeter`): with a budget in full evaluations a trial
 starts only if the evaluations done and running and the new one together fit into B; the first
@@ -120,5 +123,6 @@ class AsyncRun(_Run):
         self.rungs[rung].losses.append(loss)
         if self.progress is not None:
             self.progress(min(self.state.t, 1.0))
-        self._should_stop()
+        # the budget rule after every result, the others after each result at r_max (module docstring)
+        self._should_stop(None if rung == len(self.fidelities) - 1 else self.opt.stopping[:1])
         return True

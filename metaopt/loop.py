@@ -283,9 +283,11 @@ class _Run:
         row = top.loc[top["loss"].idxmin()]
         return Result(trace, summary, self.config_of(int(row["config_id"])), float(row["loss"]))
 
-    def _should_stop(self) -> bool:
+    def _should_stop(self, rules: Sequence[StoppingRule] | None = None) -> bool:
+        """Check the stopping ``rules`` (default: all of the run's) unless the run has a stop reason;
+        whether it has one now."""
         if self.stop_reason is None:
-            for rule in self.opt.stopping:
+            for rule in self.opt.stopping if rules is None else rules:
                 self.stop_reason = rule.check(self.state)
                 if rule.statistic is not None:
                     self.state.archive.annotate_last("stop_statistic", rule.statistic)
