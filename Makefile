@@ -1,19 +1,19 @@
 # Two commands do all the set-up on a fresh machine (see README.md):
 #   make demo   create/reuse .venv, install, run the quickstart study
-#   make test   create/reuse .venv, install, run the test suite
+#   make test   create/reuse .venv, install, run the static checks (make check) and the test suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.metaopt-installed
 YAHPO_GYM := yahpo-gym==1.0.2
 
-.PHONY: demo test install constraints clean
+.PHONY: demo test check install constraints clean
 
 install: $(STAMP)
 
 # yahpo-gym 1.0.2 pins ConfigSpace<=0.6.1 and numpy<2, which SMAC 2.4 cannot use. Its pins are
 # stale, not real requirements: it is installed without its dependencies (which are ours too) and
-# metaopt/benchmarks/yahpo.py supplies the one ConfigSpace method it calls that 1.x removed.
+# metaopt/core/benchmarks/yahpo.py supplies the one ConfigSpace method it calls that 1.x removed.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -24,8 +24,19 @@ $(STAMP): pyproject.toml constraints.txt
 demo: install
 	$(BIN)/metaopt study run studies/quickstart.yaml --workers 2
 
-test: install
+test: check
 	$(BIN)/python -m pytest
+
+# Static checks (configured in pyproject.toml): ruff, then mypy on the package. mypy cannot follow
+# the package-dir mapping (components/ installed as metaopt.components, ...), so it reads the
+# package from a tree of links that puts each folder where it is installed.
+TYPECHECK := $(VENV)/typecheck
+check: install
+	$(BIN)/ruff check .
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/metaopt
+	ln -s $(CURDIR)/metaopt/* $(TYPECHECK)/metaopt/
+	for folder in components spaces analysis bench; do ln -s $(CURDIR)/$$folder $(TYPECHECK)/metaopt/$$folder; done
+	cd $(TYPECHECK) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p metaopt
 
 # Refresh the pinned versions after changing dependencies in pyproject.toml.
 constraints: install

@@ -1,6 +1,6 @@
 """Ablation figures (rendered off-screen): the greedy path, and one-factor / leave-one-out bars.
 
-Input: a table of ``metaopt.ablation.ablation_table`` (columns step, label, mean, se, share, ...).
+Input: a table of ``metaopt.stages.ablation.ablation_table`` (columns step, label, mean, se, share, ...).
 """
 
 from __future__ import annotations

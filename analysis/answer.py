@@ -10,7 +10,6 @@ important parameters. Interpretation beyond that is the reader's (and the report
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +18,8 @@ import pandas as pd
 from metaopt.analysis.anytime import mean_se_over_instances
 from metaopt.analysis.held_out_runs import Evaluation
 from metaopt.analysis.stats import rank_test, scores_by_instance
-from metaopt.store import StudyStore
-from metaopt.store_utils import atomic_write_text
+from metaopt.store.store import StudyStore, read_gamma_star
+from metaopt.core.store_utils import atomic_write_text
 
 
 def _ranking(results: pd.DataFrame, column: str, alpha: float) -> list[str]:
@@ -98,8 +97,8 @@ def _known_designs(store: StudyStore) -> list[str]:
     lines = []
     for meta in [store, *store.stored_arms()]:
         try:
-            name = json.loads(meta.gamma_star_json.read_text()).get("known_design")
-        except (OSError, ValueError):
+            name = read_gamma_star(meta.gamma_star_json).get("known_design")
+        except (OSError, ValueError):  # a damaged file is a UsageError, a ValueError
             continue  # no γ* (yet), or a damaged one, which the stage that reads it reports
         if name:
             label = "γ*" if meta is store else f"γ* ({meta.name})"

@@ -252,7 +252,7 @@ def termination_frontier(table: pd.DataFrame, rules: dict[str, tuple[str, float 
     fig, ax = plt.subplots(figsize=(8.5, 5.0))
     colours = dict(zip(sorted({rule for rule, _ in rules.values()}), sns.color_palette("tab10", 10)))
     for rule, colour in colours.items():
-        points = table[table["optimizer"].map(lambda name: rules.get(name, ("", None))[0] == rule)]
+        points = table[table["optimizer"].map(lambda name, rule=rule: rules.get(name, ("", None))[0] == rule)]
         points = points.assign(threshold=points["optimizer"].map(lambda name: rules[name][1])).sort_values("rtc")
         ax.plot(points["rtc"], points["ryc"], "-", color=colour, alpha=0.6)
         ax.errorbar(points["rtc"], points["ryc"], xerr=points["rtc_se"], yerr=points["ryc_se"], fmt="o", ms=6,

@@ -31,11 +31,11 @@ import numpy as np
 import pandas as pd
 
 from metaopt.analysis.anytime import regret_at
-from metaopt.budget import Budget
-from metaopt.errors import UsageError
-from metaopt.run_io import TRACE_DIGEST, RunResult, jsonable
-from metaopt.store import StudyStore
-from metaopt.store_utils import atomic_write_bytes
+from metaopt.core.budget import Budget
+from metaopt.core.errors import UsageError
+from metaopt.store.run_io import TRACE_DIGEST, RunResult, jsonable
+from metaopt.store.store import StudyStore
+from metaopt.core.store_utils import atomic_write_bytes
 
 FORMAT = "metaopt held-out runs v1"
 """The ``format`` of a runs file's first line; a file without it is refused."""
@@ -89,7 +89,7 @@ class Evaluation:
 def stored_runs(output: Path, optimizers: Collection[str], damaged: list[str] | None = None) -> Iterator[HeldOutRun]:
     """The finished, intact runs of ``optimizers`` under the study folder ``output`` (its ``eval/runs``),
     in a fixed order (optimizer, instance, seed as stored names sort), validated by
-    :meth:`metaopt.store.StudyStore.held_out_runs`. Damaged runs are left out; each is appended to
+    :meth:`metaopt.store.store.StudyStore.held_out_runs`. Damaged runs are left out; each is appended to
     ``damaged`` (as "optimizer on instance seed k (what is wrong)") so that the caller names it.
     Called by the report and by :func:`write_runs_file`."""
     runs = StudyStore(output).held_out_runs(set(optimizers))

@@ -65,9 +65,9 @@ from metaopt.analysis.meta_model import (
     latent_vectors,
     meta_archive_model,
 )
-from metaopt.errors import UsageError
-from metaopt.store import StudyStore
-from metaopt.store_utils import atomic_write_text
+from metaopt.core.errors import UsageError
+from metaopt.store.store import StudyStore, read_gamma_star
+from metaopt.core.store_utils import atomic_write_text
 
 N_TOTAL = 4096
 """Latent vectors used to estimate Var f."""
@@ -285,7 +285,7 @@ def importance_of_meta(folder: Path, restriction: str | None, meta_objective: st
     if stored is not None:
         return stored, StudyStore(target).importance_dir, True
     space = get_restriction(restriction).space() if restriction else design_space()
-    incumbent = json.loads(star_path.read_text())["config"]
+    incumbent = read_gamma_star(star_path)["config"]
     archive, note = store.read_archive()
     if note:
         print(f"metaopt: warning: {note}", file=sys.stderr)

@@ -1,13 +1,13 @@
 """The model of a meta-archive: one encoding of γ, one random forest, fitted once per archive.
 
 Parameter importance (:mod:`metaopt.analysis.importance`), the ``surrogate`` ablation estimator
-(:class:`metaopt.ablation_estimators.SurrogateEstimator`) and the report's ranking of the archive's
+(:class:`metaopt.stages.ablation_estimators.SurrogateEstimator`) and the report's ranking of the archive's
 configurations (:mod:`metaopt.analysis.report`) all ask one question of a meta-archive
 (``meta/archive.csv``: one row per meta-trial γ × instance × seed with its meta-objective): how good
 is γ, averaged over the training instances? They all get the answer from :func:`meta_archive_model`.
 
 Rows. Every archive row with an objective; rows of failed inner runs keep their crash objective
-(``metaopt.meta_archive.CRASH_OBJECTIVE``): it is what the meta-optimizer saw, and what the
+(``metaopt.store.meta_archive.CRASH_OBJECTIVE``): it is what the meta-optimizer saw, and what the
 evaluated ablation estimator counts for a failed run.
 
 Encoding (one column per parameter). A parameter is a column of ConfigSpace's vector
@@ -50,7 +50,7 @@ from ConfigSpace.hyperparameters import CategoricalHyperparameter, Hyperparamete
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.tree import DecisionTreeRegressor
 
-from metaopt.errors import UsageError
+from metaopt.core.errors import UsageError
 
 N_TREES = 100
 """Trees of the forest."""
@@ -59,7 +59,7 @@ SEED = 1
 INACTIVE = -1.0
 """Model feature of an inactive parameter (active values are in [0, 1] or choice indices ≥ 0)."""
 GAMMA_PREFIX = "gamma."
-"""Archive columns holding γ (see :func:`metaopt.meta_archive.meta_archive`)."""
+"""Archive columns holding γ (see :func:`metaopt.store.meta_archive.meta_archive`)."""
 CACHE_SIZE = 8
 """Models kept by :func:`meta_archive_model`."""
 

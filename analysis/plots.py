@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from metaopt.store_utils import atomic_write_bytes  # noqa: E402
+from metaopt.core.store_utils import atomic_write_bytes  # noqa: E402
 
 
 def plot_anytime(curves: pd.DataFrame, path: Path, title: str, caption: str) -> None:

@@ -40,11 +40,11 @@ from metaopt.analysis.figures import Figure
 from metaopt.analysis.held_out_runs import Evaluation, read_runs_file, stored_runs
 from metaopt.analysis.meta_model import meta_archive_model
 from metaopt.analysis.stats import average_ranks, empty_runs, paired_differences, rank_test, scores_by_instance
-from metaopt.budget import Budget, split_spec
-from metaopt.errors import UsageError
-from metaopt.store import StudyStore
-from metaopt.study_spec import Companion, StudySpec, companion_studies
-from metaopt.run_io import check_run
+from metaopt.core.budget import Budget, split_spec
+from metaopt.core.errors import UsageError
+from metaopt.store.store import StudyStore, read_gamma_star
+from metaopt.store.study_spec import Companion, StudySpec, companion_studies
+from metaopt.store.run_io import check_run
 
 TOP_TABLE_ROWS = 20
 
@@ -93,7 +93,7 @@ def _failed_runs(output: Path) -> int:
 
 def load_evaluation(output: Path, study: StudySpec, companions: list[Companion]) -> Evaluation | None:
     """The finished runs under ``eval/runs`` of the study's optimizers (None when there are none), and
-    those the ``companions`` (:func:`metaopt.study_spec.companion_studies`) add: from a companion's
+    those the ``companions`` (:func:`metaopt.store.study_spec.companion_studies`) add: from a companion's
     store, or from its runs file when the store holds none of them.
 
     Runs of other optimizers, e.g. the full-budget twins behind RYC/RTC, stay out of the comparison.
@@ -275,7 +275,7 @@ def _archive_configs(archive: pd.DataFrame) -> pd.DataFrame:
 
 def _per_seed_winners(archive: pd.DataFrame) -> list[dict[str, Any]]:
     """γ* chosen by the stage's rule within each meta-seed's trials alone (Table 5's brackets)."""
-    from metaopt.meta_archive import choose_gamma_star
+    from metaopt.store.meta_archive import choose_gamma_star
 
     configs = _archive_configs(archive)
     winners = []
@@ -373,7 +373,7 @@ def meta_section(study: StudySpec, output: Path, evaluation: Evaluation | None) 
     store = StudyStore(output)
     star_path = store.gamma_star_json
     archive, note = store.read_archive()
-    star = json.loads(star_path.read_text()) if star_path.exists() else None
+    star = read_gamma_star(star_path) if star_path.exists() else None
     table = gamma_table(study, star, archive, evaluation)
     if table is None:
         return None
@@ -415,8 +415,9 @@ def search_section(study: StudySpec, output: Path) -> Section | None:
     baselines = curves["search"].nunique() > 1
     caption = ("Best mean objective on the training instances so far (the γ* rule applied to the trials so far: "
                "the lowest mean over instances among configurations run on all of them), one line per search and "
-               "meta-seed, against meta-trials (log) and the wall time of their inner runs as measured on the "
-               "machine that ran them (log)."
+               "meta-seed, against meta-trials (log) and the CPU time of their inner runs (log; the process time "
+               "of each run, or its wall time on the machine that ran it for runs stored before process times "
+               "were recorded)."
                + (" Baselines spend their trials with the search's inner seed: random search over the same space "
                   "(each configuration on every training instance in turn) and the known designs alone (each on "
                   "every instance)." if baselines else " No meta-level baselines were run (meta.baselines).")
@@ -459,7 +460,7 @@ def _search_limits(study: StudySpec, store: StudyStore, bands: pd.DataFrame) -> 
         facts.append(f"re-run on {int(noise['count'].iloc[0])} more seeds per training instance, the mean objective "
                      f"(± 1 s.d. over seeds) is {spread}")
     if store.gamma_star_json.exists():
-        star = json.loads(store.gamma_star_json.read_text())
+        star = read_gamma_star(store.gamma_star_json)
         facts.append("γ* is the known design " + star["known_design"] if star.get("known_design")
                      else "γ* is a configuration the search proposed, not a known design")
     return "What limits the search: " + "; ".join(facts) + "."

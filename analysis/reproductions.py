@@ -39,10 +39,10 @@ import yaml  # noqa: E402
 from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
 
 from metaopt.analysis.stats import paired_differences, scores_by_instance  # noqa: E402
-from metaopt.errors import UsageError  # noqa: E402
-from metaopt.store import StudyStore  # noqa: E402
-from metaopt.store_utils import atomic_write_text  # noqa: E402
-from metaopt.study_spec import load_study  # noqa: E402
+from metaopt.core.errors import UsageError  # noqa: E402
+from metaopt.store.store import StudyStore  # noqa: E402
+from metaopt.core.store_utils import atomic_write_text  # noqa: E402
+from metaopt.store.study_spec import load_study  # noqa: E402
 
 PAPERS = {"004": "Paper 004: Smashy (Moosbauer, Binder et al.)", "000": "Paper 000: CFO (Wu, Wang & Huang)",
           "001": "Paper 001: CASH/CAHB (Ivkin et al.)", "002": "Paper 002: Automatic termination (Makarova et al.)",
@@ -126,7 +126,7 @@ HIGHER_IS_BETTER = {"ryc", "rtc"}
 def _evaluation(study_file: Path, metric: str, damaged: list[str]) -> pd.DataFrame | None:
     """The study's table holding ``metric``, one row per run (None when the study has not been evaluated).
 
-    Runs whose stored files are damaged now (:meth:`metaopt.store.StudyStore.damaged_eval_runs`) are
+    Runs whose stored files are damaged now (:meth:`metaopt.store.store.StudyStore.damaged_eval_runs`) are
     left out of the table and appended to ``damaged``, so that the claim names them."""
     study = load_study(study_file)
     table = study.output / "eval" / ("termination_runs.csv" if metric in HIGHER_IS_BETTER else "results.csv")

@@ -1,15 +1,15 @@
 """The meta-level picture of a study's search: how the best design on the training instances improved
 with meta-trials and CPU time, for the search and its baselines, against the meta-objective's noise.
 
-Read from the store (written by the optimize stage, :mod:`metaopt.meta`): the trials logs of the
+Read from the store (written by the optimize stage, :mod:`metaopt.stages.meta`): the trials logs of the
 search (``meta/trials-seed-<m>.jsonl``) and of its baselines (``meta/baselines/<name>/…``), the run
-records (for each run's wall time; those of a compact meta-archive too) and ``meta/noise.csv``.
+records (for each run's CPU time; those of a compact meta-archive too) and ``meta/noise.csv``.
 
 The incumbent after trial t of one meta-seed's search is the configuration with the lowest mean
 objective (seeds averaged per instance, then instances) among those the search has run on every
 training instance by then: the γ* rule applied to the trials so far (a multi-fidelity search's runs
 below the full inner budget cost CPU time but are not candidates). A search's CPU time after
-trial t is the sum of the wall times of its distinct runs so far (a run repeated within the search
+trial t is the sum of the CPU times of its distinct runs so far (:func:`run_cpu_seconds`) (a run repeated within the search
 is counted once; a run taken from the store counts what it cost when it ran).
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from metaopt.meta_archive import load_cache
-from metaopt.store import StudyStore
+from metaopt.store.meta_archive import load_cache
+from metaopt.store.store import StudyStore
 
 SEARCH_LABELS = {"smac": "SMAC", "random": "random search"}
 BASELINE_LABELS = {"random": "random search (baseline)", "seeds": "known designs alone"}
@@ -31,6 +31,13 @@ BASELINE_LABELS = {"random": "random search (baseline)", "seeds": "known designs
 def _read_log(path: Path) -> pd.DataFrame:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return pd.DataFrame(rows)
+
+
+def run_cpu_seconds(record: dict) -> float:
+    """An inner run's CPU time in seconds: its process time where the run recorded one, else (runs
+    stored before it was recorded) its wall time, which overstates it on a busy machine."""
+    summary = record.get("summary", {})
+    return float(summary.get("cpu_time_s", summary.get("wall_time_s", 0.0)))
 
 
 def incumbent_trajectory(trials: pd.DataFrame, n_instances: int, wall: dict[tuple[str, str, int], float]) -> pd.DataFrame:
@@ -72,10 +79,9 @@ def search_curves(store: StudyStore) -> pd.DataFrame:
         return pd.DataFrame()
     instances = set().union(*(set(table["instance"].astype(str)) for _, _, table in tables))
     archive = Path(spec.meta.archive) if spec.meta.archive and Path(spec.meta.archive).exists() else None
-    wall = {key: float(record.get("summary", {}).get("wall_time_s", 0.0))
-            for key, record in load_cache(store, archive).items()}
+    wall = {key: run_cpu_seconds(record) for key, record in load_cache(store, archive).items()}
     curves = []
-    for label, path, table in tables:
+    for label, _path, table in tables:
         trajectory = incumbent_trajectory(table, len(instances), wall)
         trajectory.insert(0, "meta_seed", int(table["meta_seed"].iloc[0]))
         trajectory.insert(0, "search", label)

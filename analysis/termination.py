@@ -2,7 +2,7 @@
 
 Both compare a run stopped by its stopping rule with the same run continued to the full budget:
 the same γ with ``stopping: budget``, the same problem and seed. Stopping rules draw from their
-own generator (:mod:`metaopt.loop`; the runs themselves: :func:`metaopt.evaluation.termination_metrics`), so the two traces agree row for row up to the stopping point
+own generator (:mod:`metaopt.engine.loop`; the runs themselves: :func:`metaopt.stages.evaluation.termination_metrics`), so the two traces agree row for row up to the stopping point
 (except ``stop_statistic``), and the full run only adds evaluations after it.
 
 The paper's y is the *test* error of the reported configuration; our benchmarks have no separate

@@ -1,5 +1,5 @@
 """The Python API's cost: ``metaopt.minimize`` on a benchmark problem wrapped as a user's function,
-against :func:`metaopt.loop.run` on the same problem, in one process.
+against :func:`metaopt.engine.loop.run` on the same problem, in one process.
 
 ``run`` answers each batch with one batched benchmark call; ``minimize`` calls the objective once
 per configuration (as a user's function is called), through the same :class:`AskTell` loop. Each is
@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from metaopt.api import minimize
-from metaopt.benchmarks.base import Problem
+from metaopt.stages.api import minimize
+from metaopt.core.benchmarks.base import Problem
 from metaopt.bench.overhead import batched_limit, trace_configs
-from metaopt.loop import run
+from metaopt.engine.loop import run
 from metaopt.spaces.presets import get_preset
 
 

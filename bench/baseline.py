@@ -31,7 +31,8 @@ from typing import Any
 
 from metaopt.bench.config import BenchConfig
 from metaopt.bench.machine import REPO, busy_cores, measured_idle
-from metaopt.errors import UsageError
+from metaopt.core.errors import UsageError
+from metaopt.store.store import StudyStore
 
 POLL_S = 0.25
 """How often the trial logs are counted: the resolution of the measured times."""
@@ -78,8 +79,8 @@ def _command_env(lib: Path | None, yahpo_data: str | None) -> dict[str, str]:
 def _check_code(env: dict[str, str], cwd: Path, expected: Path) -> None:
     """Refuse to measure if ``python -m metaopt`` started in ``cwd`` would not run the code under
     ``expected`` (a folder holding a package ``metaopt``, first on the path, would take over)."""
-    probe = ("import metaopt.meta, metaopt.components.surrogates as s; "
-             "print(metaopt.meta.__file__); print(s.__file__)")
+    probe = ("import metaopt, metaopt.components.surrogates as s; "  # paths that exist before and after the
+             "print(metaopt.__file__); print(s.__file__)")  # layer folders (a baseline may be older)
     found = subprocess.run([sys.executable, "-c", probe], cwd=cwd, env=env, capture_output=True, text=True,
                            check=True)
     for module in found.stdout.split():
@@ -88,14 +89,14 @@ def _check_code(env: dict[str, str], cwd: Path, expected: Path) -> None:
 
 
 def _trials_done(output: Path) -> int:
-    return sum(path.read_bytes().count(b"\n") for path in (output / "meta").glob("trials-seed-*.jsonl"))
+    return sum(path.read_bytes().count(b"\n") for path in StudyStore(output).trials_logs())
 
 
 def time_optimize_stage(workdir: Path, study: str, env: dict[str, str], workers: int, trials: int,
                         timeout_s: float) -> dict[str, Any]:
     """Run ``metaopt optimize <study>`` in ``workdir`` until ``trials`` trials have finished; returns the
     times. The study's output folder (its ``output``, relative to ``workdir``) must not exist yet."""
-    from metaopt.study_spec import load_study
+    from metaopt.store.study_spec import load_study
 
     output = workdir / load_study(workdir / study).output
     if output.exists():

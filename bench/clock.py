@@ -1,9 +1,9 @@
-"""The simulated clock (:mod:`metaopt.simclock`): its cost per evaluation, and designs against simulated time.
+"""The simulated clock (:mod:`metaopt.engine.simclock`): its cost per evaluation, and designs against simulated time.
 
 Two measurements, in one process:
 
 - ``overhead``: each synchronous design of ``clock_overhead_optimizers`` runs once as today
-  (:func:`metaopt.loop.run`) and once on the clock with ``clock_workers`` workers, back to back; the
+  (:func:`metaopt.engine.loop.run`) and once on the clock with ``clock_workers`` workers, back to back; the
   two runs evaluate the same configurations (the trace is the same), so the ratio of their wall
   times is what the clock adds. An asynchronous design cannot run without the clock; its cost per
   evaluation is set against that of the synchronous runs (rs, which also proposes and evaluates
@@ -26,10 +26,10 @@ import pandas as pd
 
 from metaopt.bench.api_overhead import per_config_limit
 from metaopt.bench.config import BenchConfig
-from metaopt.benchmarks import get_benchmark
-from metaopt.loop import run as run_loop
-from metaopt.references import get_reference
-from metaopt.simclock import run as run_clock
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.engine.loop import run as run_loop
+from metaopt.core.references import get_reference
+from metaopt.engine.simclock import run as run_clock
 from metaopt.spaces.presets import get_preset
 
 TIME_FRACTIONS = (0.05, 0.1, 0.25, 0.5, 1.0)

@@ -17,10 +17,10 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from metaopt.benchmarks import get_benchmark
-from metaopt.budget import Budget
-from metaopt.loop import run
-from metaopt.references import get_reference
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.budget import Budget
+from metaopt.engine.loop import run
+from metaopt.core.references import get_reference
 from metaopt.spaces.presets import get_preset
 
 OPTIMIZERS = ("hb", "cahb", "sh", "cash")

@@ -39,11 +39,11 @@ from tqdm import tqdm
 from metaopt.bench.config import FULL, QUICK, BenchConfig
 from metaopt.bench.machine import machine_info
 from metaopt.bench.overhead import measure
-from metaopt.benchmarks import get_benchmark
-from metaopt.budget import Budget
-from metaopt.errors import UsageError
-from metaopt.references import get_reference
-from metaopt.store_utils import atomic_write_text, read_json_file
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.budget import Budget
+from metaopt.core.errors import UsageError
+from metaopt.core.references import get_reference
+from metaopt.core.store_utils import atomic_write_text, read_json_file
 
 SECTIONS = ("overhead", "peers", "meta", "scaling", "api", "baseline", "clock")
 WARMUP_BUDGET = "1d"
@@ -122,7 +122,7 @@ def overhead_section(session: Session) -> dict[str, Any]:
 
 
 def peers_section(session: Session) -> dict[str, Any]:
-    from metaopt.peers import peer_status
+    from metaopt.engine.peers import peer_status
 
     cfg = session.config
     status = peer_status()

@@ -31,8 +31,8 @@ from metaopt.bench.machine import REPO, busy_cores, measured_idle
 def warm_up(benchmark: str, yahpo_data: str | None, instance: str) -> None:
     """One-time costs of a worker process (imports, the benchmark's ONNX session): paid before timing,
     as the harness's own process has paid them before its serial measurement."""
-    from metaopt.benchmarks import get_benchmark
-    from metaopt.loop import run
+    from metaopt.core.benchmarks import get_benchmark
+    from metaopt.engine.loop import run
     from metaopt.spaces.presets import get_preset
 
     problem = get_benchmark(benchmark, yahpo_data).problem(instance)
@@ -40,10 +40,11 @@ def warm_up(benchmark: str, yahpo_data: str | None, instance: str) -> None:
 
 
 def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
-    from metaopt.executor import make_executor
-    from metaopt.meta import MetaSetup, optimize
-    from metaopt.study import StudyContext
-    from metaopt.study_spec import load_study
+    from metaopt.core.executor import make_executor
+    from metaopt.stages.meta import MetaSetup, optimize
+    from metaopt.stages.study import StudyContext
+    from metaopt.store.store import RUN_RECORD_GLOB, StudyStore
+    from metaopt.store.study_spec import load_study
     from metaopt.spaces.design_space import design_space
     from metaopt.spaces.restrictions import get_restriction
 
@@ -74,10 +75,11 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
                     optimize(Path(folder), setup, space, ctx.meta_instances, features, trials,
                              meta.seeds, executor, quiet=True, batch_size=meta.batch_size)
                 wall_s, own_cpu_s = time.perf_counter() - started, time.process_time() - cpu_before
-            archive = pd.read_csv(Path(folder) / "meta" / "archive.csv")
+            store = StudyStore(folder)
+            archive = pd.read_csv(store.archive_csv)
             # inner wall times are in the run store (the archive holds only what a run computes)
             inner = pd.Series([json.loads(p.read_text()).get("summary", {}).get("wall_time_s")
-                               for p in (Path(folder) / "meta" / "runs").glob("*/*/seed-*.json")], dtype=float).dropna()
+                               for p in store.meta_runs_dir.glob(RUN_RECORD_GLOB)], dtype=float).dropna()
         runs_per_s = len(archive) / wall_s
         rows.append({
             "workers": workers, "busy_cores_before": busy_before, "trials": len(archive), "failed": int((archive["status"] != "ok").sum()),
@@ -108,9 +110,9 @@ def _speedups(rows: list[dict[str, Any]]) -> None:
 def evaluate_rows(config: BenchConfig, ctx: Any, yahpo_data: str | None) -> list[dict[str, Any]]:
     """Throughput of the evaluate stage's runs per worker count: the same run list each time,
     executed as the stage executes it (results are not stored)."""
-    from metaopt.executor import make_executor
+    from metaopt.core.executor import make_executor
     from metaopt.spaces.presets import get_preset
-    from metaopt.tasks import RunSpec, execute
+    from metaopt.engine.tasks import RunSpec, execute
 
     instances = ctx.bench.instances_of("test")[: config.eval_instances]
     references = ctx.references(instances, quiet=True)

@@ -17,11 +17,11 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from metaopt.benchmarks import get_benchmark
-from metaopt.benchmarks.base import Problem
-from metaopt.loop import run
-from metaopt.run_io import RunResult
-from metaopt.trace import REGRET_COLUMNS, TRACE_COLUMNS
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.benchmarks.base import Problem
+from metaopt.engine.loop import run
+from metaopt.store.run_io import RunResult
+from metaopt.engine.trace import REGRET_COLUMNS, TRACE_COLUMNS
 from metaopt.spaces.presets import get_preset
 
 LIMIT_REPEATS = 3
@@ -55,7 +55,7 @@ def measure(problem: Problem, seed: int, budget: str, config: Mapping[str, Any] 
     """Run a design-space ``config`` (or the ``peer``) once; its wall time, limit, ratio and final regret."""
     started = time.perf_counter()
     if peer is not None:
-        from metaopt.peers import run_peer
+        from metaopt.engine.peers import run_peer
 
         result: RunResult = run_peer(peer, problem, seed, budget, reference=reference)
     else:

@@ -571,7 +571,7 @@ def _clock(section: dict[str, Any]) -> list[str]:
         curves.append(row)
     return ["## 7. The simulated clock: parallel runs against simulated wall-clock time", "",
             f"{section['benchmark']} at {section['budget']}, {section['workers']} simulated workers "
-            "(`metaopt.simclock`): an evaluation occupies a worker for its predicted runtime; synchronous designs "
+            "(`metaopt.engine.simclock`): an evaluation occupies a worker for its predicted runtime; synchronous designs "
             "wait for their whole batch, asynchronous ones (asha, async_bohb) propose whenever a worker frees.", "",
             "Cost per evaluation: the synchronous designs run as today (`run`) and on the clock, back to back, "
             "and evaluate the same configurations (`same trace`); an asynchronous design exists only on the clock "

@@ -18,8 +18,8 @@ import numpy as np
 from ConfigSpace import Float
 from scipy.special import ndtr
 
-from metaopt.libm import exp as libm_exp
-from metaopt.registry import category_base, register
+from metaopt.core.libm import exp as libm_exp
+from metaopt.core.registry import category_base, register
 
 
 @category_base("acquisitions")
@@ -67,7 +67,7 @@ def normal_cdf(z: np.ndarray) -> np.ndarray:
 
 def normal_pdf(z: np.ndarray) -> np.ndarray:
     """φ(z) = exp(−z²/2) / √(2π), scipy's formula for ``norm.pdf`` with the C library's exp: scipy's
-    goes through numpy's, whose AVX-512 kernel differs in the last bit (:mod:`metaopt.libm`), and a
+    goes through numpy's, whose AVX-512 kernel differs in the last bit (:mod:`metaopt.core.libm`), and a
     last bit of EI can reorder near-equal candidates, i.e. change the run."""
     return libm_exp(-np.asarray(z, dtype=float) ** 2 / 2.0) / _SQRT_2PI
 
@@ -100,7 +100,7 @@ def log_expected_improvement(mean: np.ndarray, std: np.ndarray, y_best: float) -
     mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
     safe = np.where(std > 0, std, 1.0)
     v = (y_best - mean) / safe
-    # exp from the C library (metaopt.libm): numpy's AVX-512 exp differs in the last bit, and a last
+    # exp from the C library (metaopt.core.libm): numpy's AVX-512 exp differs in the last bit, and a last
     # bit here can reorder near-equal candidates, i.e. change the run.
     best = math.exp(y_best)
     ei = np.maximum(best * normal_cdf(v) - libm_exp(mean + 0.5 * safe**2) * normal_cdf(v - safe), 0.0)

@@ -12,7 +12,7 @@ by the order the results arrived, so the rule is deterministic.
 
 A promoted configuration pays its full r_{j+1} again, as in the synchronous schedules. μ is not
 used: the number of configurations grows as long as the budget lasts. The run is driven by
-:mod:`metaopt.async_loop`; the synchronous loop refuses an asynchronous schedule.
+:mod:`metaopt.engine.async_loop`; the synchronous loop refuses an asynchronous schedule.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from typing import Iterator
 
 import numpy as np
 
-from metaopt.benchmarks.base import Fidelity
+from metaopt.core.benchmarks.base import Fidelity
 from metaopt.components.fidelity_schedules import MULTI_FIDELITY_HPS, BracketPlan, _MultiFidelity, stage_fidelity
 from metaopt.components.promotion import by_loss
-from metaopt.errors import UsageError
-from metaopt.registry import register
+from metaopt.core.errors import UsageError
+from metaopt.core.registry import register
 
 RANK_TOLERANCE = 1e-9
 """Slack for floor(n·f), so that f = 1/3 of 3 results keeps one despite rounding."""
@@ -82,4 +82,4 @@ class AsyncSuccessiveHalving(_MultiFidelity):
 
     def brackets(self, fidelity: Fidelity, mu: int) -> Iterator[BracketPlan]:
         raise UsageError("fidelity_schedule asha is asynchronous: it has no batches; run it with metaopt run "
-                         "or metaopt.simclock.run, not through the batch loop (metaopt.loop.run, AskTell)")
+                         "or metaopt.engine.simclock.run, not through the batch loop (metaopt.engine.loop.run, AskTell)")

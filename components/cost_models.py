@@ -2,7 +2,7 @@
 
 Paper 003 (CEI) penalizes expected improvement by predicted cost; paper 001 (CASH/CAHB) needs the
 cost of configurations before they run. Every model is fitted on log cost against the surrogate
-features (:class:`metaopt.features.FeatureEncoder`: hyperparameters on their own, log where the
+features (:class:`metaopt.core.features.FeatureEncoder`: hyperparameters on their own, log where the
 parameter is log, scale in [0, 1], plus log fidelity as the last column) and predicts cost = exp(·).
 Costs span orders of magnitude and are roughly multiplicative in their causes, so log cost is the
 scale on which a linear model is reasonable (paper 003 §4 recommends such a low-variance model).
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from metaopt.libm import exp as libm_exp, log as libm_log
+from metaopt.core.libm import exp as libm_exp, log as libm_log
 from metaopt.components.surrogates import GaussianProcess, RandomForest, Surrogate, Prediction
-from metaopt.registry import category_base, register
+from metaopt.core.registry import category_base, register
 
 MIN_COST = 1e-9
 """Costs are floored here before the log (some benchmarks report 0 for tiny runs)."""
@@ -57,7 +57,7 @@ class CostModel:
     def fit(self, F: np.ndarray, cost: np.ndarray, rng: np.random.Generator) -> "CostModel":
         """Fit on features ``F`` (n, p) and observed costs (n,) of every evaluation so far; returns self.
 
-        ``F`` are :class:`metaopt.features.FeatureEncoder` features (fidelity last); costs are floored
+        ``F`` are :class:`metaopt.core.features.FeatureEncoder` features (fidelity last); costs are floored
         at ``MIN_COST`` before the log. Every random draw comes from ``rng``, the run's generator.
         """
         cost = np.asarray(cost, dtype=float)

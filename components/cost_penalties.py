@@ -33,9 +33,9 @@ from abc import ABC, abstractmethod
 import numpy as np
 from ConfigSpace import Float
 
-from metaopt.libm import power as libm_power
+from metaopt.core.libm import power as libm_power
 from metaopt.components.cost_models import MIN_COST
-from metaopt.registry import category_base, register
+from metaopt.core.registry import category_base, register
 
 
 @category_base("cost_penalties")

@@ -60,8 +60,8 @@ from typing import Callable, Iterator
 import numpy as np
 from ConfigSpace import Float
 
-from metaopt.benchmarks.base import Fidelity
-from metaopt.registry import category_base, register
+from metaopt.core.benchmarks.base import Fidelity
+from metaopt.core.registry import category_base, register
 
 # η_fid is searched on a log-log scale (paper Table 4: η_fid in [2^(1/4), 2^4], scale log log η):
 # the design-space parameter is log_eta_fid = ln η_fid, itself on a log scale.
@@ -196,13 +196,13 @@ class FidelitySchedule(ABC):
     promotes by its own rule)."""
     asynchronous: bool = False
     """Whether the schedule proposes one trial whenever a worker is free instead of batches
-    (:mod:`metaopt.components.async_schedules`; such designs run on :mod:`metaopt.simclock`)."""
+    (:mod:`metaopt.components.async_schedules`; such designs run on :mod:`metaopt.engine.simclock`)."""
 
     @abstractmethod
     def brackets(self, fidelity: Fidelity, mu: int) -> Iterator[BracketPlan]:
         """The run's bracket plans, in order, without end.
 
-        Called once per run by the loop (:mod:`metaopt.loop`), which takes plans from the iterator
+        Called once per run by the loop (:mod:`metaopt.engine.loop`), which takes plans from the iterator
         and runs each (its stages in order) until the budget is spent or a stopping rule ends
         the run; an iterator must therefore never be exhausted.
 

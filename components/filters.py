@@ -34,15 +34,15 @@ import numpy as np
 from ConfigSpace import Categorical, Float, Integer
 from scipy.stats import rankdata
 
-from metaopt.libm import log as libm_log
+from metaopt.core.libm import log as libm_log
 from metaopt.components.acquisition import Acquisition, expected_improvement, has_uncertainty
 from metaopt.components.cost_models import CostModel
 from metaopt.components.cost_penalties import CostPenalty
 from metaopt.components.samplers import Sampler
 from metaopt.components.surrogates import Surrogate
-from metaopt.context import ProposalContext
-from metaopt.features import FeatureEncoder
-from metaopt.registry import category_base, register
+from metaopt.core.context import ProposalContext
+from metaopt.core.features import FeatureEncoder
+from metaopt.core.registry import category_base, register
 
 RHO = (Float("filter_rho_0", (0.0, 1.0), default=0.0), Float("filter_rho_1", (0.0, 1.0), default=0.0))
 N_SAMPLES = tuple(Float(f"filter_ns{k}_{t}", (1.0, 1000.0), default=64.0, log=True) for k in (0, 1) for t in (0, 1))

@@ -24,8 +24,8 @@ from metaopt.components.filters import Filter, Scorer
 from metaopt.components.local_search import CFO, HYPERPARAMETERS as CFO_HYPERPARAMETERS
 from metaopt.components.proposals import Proposal, SampleAndFilter
 from metaopt.components.samplers import Sampler
-from metaopt.context import ProposalContext
-from metaopt.registry import register
+from metaopt.core.context import ProposalContext
+from metaopt.core.registry import register
 
 SWITCH_AT = Float("switch_at", (0.05, 0.95), default=0.33)
 """Fraction of the budget after which the proposal switches from CFO to sample-and-filter."""

@@ -75,9 +75,9 @@ import numpy as np
 from ConfigSpace import Categorical, Float
 
 from metaopt.components.proposals import Proposal
-from metaopt.context import ProposalContext
-from metaopt.registry import register
-from metaopt.space_codec import SpaceCodec
+from metaopt.core.context import ProposalContext
+from metaopt.core.registry import register
+from metaopt.core.space_codec import SpaceCodec
 
 STEP_INIT = Float("cfo_step_init", (0.01, 1.0), default=0.1, log=True)
 PATIENCE_BASE = Float("cfo_patience_base", (1.05, 2.0), default=2.0)

@@ -17,8 +17,8 @@ from abc import ABC, abstractmethod
 import numpy as np
 from ConfigSpace import Categorical
 
-from metaopt.archive import Archive
-from metaopt.registry import category_base, register
+from metaopt.core.archive import Archive
+from metaopt.core.registry import category_base, register
 
 
 @category_base("pending_policies")

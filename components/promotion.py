@@ -10,7 +10,7 @@ survives. The costs compared are the configurations' costs at the next stage, wh
 spend them. With equal costs the rule keeps max(floor(n/η), 1) of n: the configurations ``top``
 keeps with that ``n_keep`` (the count rule rounds n·f instead, relative to the bracket's first size).
 
-How the rest of Alg. 1 maps onto the synchronous loop (:mod:`metaopt.loop`):
+How the rest of Alg. 1 maps onto the synchronous loop (:mod:`metaopt.engine.loop`):
 
 - Costs c_i. The paper's c_i is the cost of one fidelity unit of configuration i, known or estimated
   "by first running each config at the minimum fidelity" or by a cost model (§2). Here every member
@@ -42,7 +42,7 @@ from typing import Callable
 import numpy as np
 
 from metaopt.components.fidelity_schedules import cost_prefix
-from metaopt.registry import category_base, register
+from metaopt.core.registry import category_base, register
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import numpy as np
 
 from metaopt.components.filters import Filter, NoFilter, Scorer
 from metaopt.components.samplers import Sampler, UniformSampler
-from metaopt.context import ProposalContext
-from metaopt.registry import category_base, register
+from metaopt.core.context import ProposalContext
+from metaopt.core.registry import category_base, register
 
 
 @category_base("proposals")
@@ -38,7 +38,7 @@ class Proposal(ABC):
     def propose(self, n: int, ctx: ProposalContext) -> np.ndarray:
         """Propose ``n`` new configurations for one stage.
 
-        Called by the loop (:mod:`metaopt.loop`) whenever a stage needs new configurations: the
+        Called by the loop (:mod:`metaopt.engine.loop`) whenever a stage needs new configurations: the
         first stage of a bracket, the refills of ``equal`` brackets, and, for a bracket filled by
         cost (CAHB), repeatedly in chunks of the bracket size until the chunks' estimated cost
         fills the stage (proposals beyond the fill are dropped unevaluated). Survivors of earlier
@@ -62,7 +62,7 @@ class Proposal(ABC):
         """The strategy drawing from ``sampler`` and filtering with ``filter`` (and ``scorer``, for a
         filter with a surrogate).
 
-        Called once, by :meth:`metaopt.loop.Optimizer.from_config`, for strategies that declare
+        Called once, by :meth:`metaopt.engine.loop.Optimizer.from_config`, for strategies that declare
         ``uses_sampler_and_filter``, with the components the configuration selects. Returns the
         strategy to run (a new object or this one).
         """

@@ -9,8 +9,8 @@ import numpy as np
 from ConfigSpace import Float
 from scipy import special
 
-from metaopt.context import ProposalContext
-from metaopt.registry import category_base, register
+from metaopt.core.context import ProposalContext
+from metaopt.core.registry import category_base, register
 
 
 @category_base("samplers")

@@ -1,12 +1,12 @@
 """Stopping rules: when a run ends. The budget rule always applies; others may end a run earlier.
 
-A rule is checked after every batch (one *iteration*, :mod:`metaopt.loop`); ``check`` returns the
+A rule is checked after every batch (one *iteration*, :mod:`metaopt.engine.loop`); ``check`` returns the
 rule's name to stop the run, None to go on. ``statistic`` is what the rule last compared with its
 threshold; the loop records it per batch in the trace (``stop_statistic``). Rules never crash a
 run: with too little data, or when their model cannot be fitted, they do not stop (statistic NaN).
 
 The model-based rules (paper 002) fit their own GP (:class:`metaopt.components.surrogates.GaussianProcess`,
-warm-started across checks) on the archive's features (:class:`metaopt.features.FeatureEncoder`):
+warm-started across checks) on the archive's features (:class:`metaopt.core.features.FeatureEncoder`):
 the full-fidelity evaluations when there are at least two, else all evaluations, the fidelity
 being a feature; candidates are predicted at full fidelity. They never stop before ``WARMUP``
 evaluations, draw only from ``RunState.stopping_rng``, and scale thresholds on losses by the
@@ -25,10 +25,10 @@ from ConfigSpace import Float, Integer
 
 from metaopt.components.acquisition import expected_improvement, probability_of_improvement
 from metaopt.components.surrogates import GaussianProcess
-from metaopt.budget import BUDGET_TOLERANCE
-from metaopt.context import RunState
-from metaopt.features import FeatureEncoder
-from metaopt.registry import category_base, register
+from metaopt.core.budget import BUDGET_TOLERANCE
+from metaopt.core.context import RunState
+from metaopt.core.features import FeatureEncoder
+from metaopt.core.registry import category_base, register
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Surrogate models: predict the loss of candidate configurations (paper 004, f_surr; docs/design.md §5).
 
-A surrogate is fitted on the features of the whole archive (:class:`metaopt.features.FeatureEncoder`;
+A surrogate is fitted on the features of the whole archive (:class:`metaopt.core.features.FeatureEncoder`;
 the fidelity is the last feature column) and refitted every batch, so fitting must be cheap.
 ``predict`` returns ``(mean, std)``; ``std`` is None for models without an uncertainty estimate
 (``has_std`` False). Lower predictions are better (losses are minimized).
@@ -24,9 +24,9 @@ from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
 from ConfigSpace import Categorical, Float, Integer
 
-from metaopt.libm import exp as libm_exp, log as libm_log, power as libm_power
-from metaopt.features import ONE_HOT
-from metaopt.registry import category_base, register
+from metaopt.core.libm import exp as libm_exp, log as libm_log, power as libm_power
+from metaopt.core.features import ONE_HOT
+from metaopt.core.registry import category_base, register
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class Surrogate(ABC):
 
         Args:
             F: Features, shape ``(n, p)``: finite, at least ``min_points`` rows, not all rows equal.
-                Columns are :class:`metaopt.features.FeatureEncoder`'s (an inactive hyperparameter
+                Columns are :class:`metaopt.core.features.FeatureEncoder`'s (an inactive hyperparameter
                 is a fixed out-of-range value, never NaN), the fidelity last.
             y: Losses, shape ``(n,)``: finite and not constant (lower is better).
             rng: The run's generator; every random draw (e.g. a seed for scikit-learn) comes from it.
@@ -252,7 +252,7 @@ def _nearest_by_tree(archive: np.ndarray, distances_to: _DistancesTo, queries: n
 def squared_distances(queries: np.ndarray, archive: np.ndarray) -> np.ndarray:
     """Squared Euclidean distances, shape ``(len(queries), len(archive))``, the same on every machine.
 
-    One-hot columns (every value 0 or :data:`~metaopt.features.ONE_HOT` in both arrays, as the feature
+    One-hot columns (every value 0 or :data:`~metaopt.core.features.ONE_HOT` in both arrays, as the feature
     encoder writes categoricals) contribute ``ONE_HOT² × (number of differing columns)``; the count
     is a matrix product of 0/1 matrices, whose sums are exact integers in any order of summation, so
     no BLAS kernel can change it, and it costs a fraction of a distance loop over hundreds of one-hot
@@ -363,7 +363,7 @@ class KKNN7(Surrogate):
 
 def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
     """log Σ_j exp(a_ij) per row, as scipy's ``logsumexp(a, axis=1)`` (shift by the row maximum) but with
-    the C library's exp and log (:mod:`metaopt.libm`): scipy's go through numpy's, whose AVX-512
+    the C library's exp and log (:mod:`metaopt.core.libm`): scipy's go through numpy's, whose AVX-512
     kernels differ in the last bit, which can reorder near-equal candidates."""
     top = a.max(axis=1, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)

@@ -6,7 +6,7 @@ names it ``benchmark: python:branin_family:make_benchmark`` (run it from this fo
 finds the module, or put the module on PYTHONPATH); an installed package would instead declare it
 in the entry-point group ``metaopt.benchmarks`` (docs/python_api.md).
 
-The protocol: a ``metaopt.benchmarks.Benchmark`` with instances (and a train/test split), a
+The protocol: a ``metaopt.core.benchmarks.Benchmark`` with instances (and a train/test split), a
 ConfigSpace search space, a fidelity, the names of loss and cost, and a batched, deterministic
 ``evaluate(instance, configs, fidelities) -> Evaluation(loss, cost)``. Normalized regret needs
 per-instance references: metaopt computes them from random evaluations and caches them on disk,
@@ -20,7 +20,7 @@ import math
 import numpy as np
 from ConfigSpace import ConfigurationSpace, Float
 
-from metaopt.benchmarks import Benchmark, Evaluation, Fidelity
+from metaopt.core.benchmarks import Benchmark, Evaluation, Fidelity
 
 N_INSTANCES = 12
 

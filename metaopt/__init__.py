@@ -5,7 +5,7 @@ regret references, studies, and the command line. Building blocks live in ``comp
 design space and presets in ``spaces``, statistics and plots in ``analysis``.
 
 Use a design on your own problem: ``metaopt.minimize(objective, space, optimizer=...)`` or an
-ask/tell loop, ``metaopt.ask_tell(space, optimizer=...)`` (:mod:`metaopt.api`, docs/python_api.md).
+ask/tell loop, ``metaopt.ask_tell(space, optimizer=...)`` (:mod:`metaopt.stages.api`, docs/python_api.md).
 """
 
 from typing import Any
@@ -18,7 +18,7 @@ def __getattr__(name: str) -> Any:
     """The public Python API, imported on first use: ``import metaopt`` alone stays cheap for the
     command line and the Dask workers, which never need it."""
     if name in __all__:
-        from metaopt import api
+        from metaopt.stages import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'metaopt' has no attribute {name!r}")

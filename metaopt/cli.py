@@ -21,9 +21,9 @@ from typing import Any, Callable, NoReturn, Sequence
 
 import pandas as pd
 
-from metaopt.errors import UsageError
-from metaopt.store_utils import check_writable, describe_os_error, read_text_file
-from metaopt.study_spec import MAX_SEEDS, SEED_LIMIT
+from metaopt.core.errors import UsageError
+from metaopt.core.store_utils import atomic_write_text, check_writable, describe_os_error, output_lock, read_text_file
+from metaopt.store.study_spec import MAX_SEEDS, SEED_LIMIT, load_study
 
 EXIT_USAGE = 2
 
@@ -52,7 +52,7 @@ def _count(minimum: int, below: int | None = None) -> Callable[[str], int]:
 
 
 _seed_type = _count(0, SEED_LIMIT)
-"""Seeds: 0 <= seed < 2**31 (metaopt.study_spec.SEED_LIMIT: what numpy and SMAC accept)."""
+"""Seeds: 0 <= seed < 2**31 (metaopt.store.study_spec.SEED_LIMIT: what numpy and SMAC accept)."""
 _positive_type = _count(1)
 
 _DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
@@ -102,13 +102,14 @@ def _resolve_optimizer(args: argparse.Namespace, fidelity: Any) -> tuple[str, di
     if not args.optimizer:
         raise UsageError("one of --optimizer NAME or --config FILE is required")
     resolved = resolve_optimizer(args.optimizer, fidelity, "--optimizer")
+    assert resolved.config is not None  # None only for a peer or a pending gamma*, which are not accepted here
     return resolved.name, resolved.config
 
 
 # -- commands -----------------------------------------------------------------------------------
 
 def cmd_components(args: argparse.Namespace) -> None:
-    from metaopt.registry import CATEGORIES, components
+    from metaopt.core.registry import CATEGORIES, components
     from metaopt.spaces.design_space import describe_hyperparameter
 
     for cat in CATEGORIES.values():
@@ -127,7 +128,7 @@ def cmd_components(args: argparse.Namespace) -> None:
 
 
 def cmd_benchmark_list(args: argparse.Namespace) -> None:
-    from metaopt.benchmarks import get_benchmark, list_benchmark_names, yahpo_data_dir
+    from metaopt.core.benchmarks import get_benchmark, list_benchmark_names, yahpo_data_dir
 
     rows = [get_benchmark(name, args.yahpo_data).describe() for name in list_benchmark_names(args.yahpo_data)]
     _print_table(pd.DataFrame(rows))
@@ -152,8 +153,7 @@ def _read_jsonl(path: str) -> list[dict[str, Any]]:
 
 
 def cmd_benchmark_eval(args: argparse.Namespace) -> None:
-    from metaopt.benchmarks import get_benchmark
-    from metaopt.store_utils import atomic_write_text
+    from metaopt.core.benchmarks import get_benchmark
 
     check_writable(args.output, "--output", folder=False)
     bench = get_benchmark(args.benchmark, args.yahpo_data)
@@ -200,11 +200,11 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     from tqdm import tqdm
 
-    from metaopt.benchmarks import get_benchmark
-    from metaopt.budget import Budget
-    from metaopt.references import get_reference
-    from metaopt.run_io import write_run
-    from metaopt.simclock import run
+    from metaopt.core.benchmarks import get_benchmark
+    from metaopt.core.budget import Budget
+    from metaopt.core.references import get_reference
+    from metaopt.engine.simclock import run
+    from metaopt.store.run_io import write_run
 
     if args.out:
         check_writable(args.out, "--out", folder=True)
@@ -233,8 +233,8 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def cmd_schedule(args: argparse.Namespace) -> None:
-    from metaopt.benchmarks import get_benchmark
-    from metaopt.loop import Optimizer
+    from metaopt.core.benchmarks import get_benchmark
+    from metaopt.engine.loop import Optimizer
 
     bench = get_benchmark(args.benchmark, args.yahpo_data)
     name, config = _resolve_optimizer(args, bench.fidelity)
@@ -243,7 +243,7 @@ def cmd_schedule(args: argparse.Namespace) -> None:
     s = schedule.stages(bench.fidelity)
     mu = int(config["mu"])
     rows = []
-    seen = set()
+    seen: set[int] = set()
     for plan in schedule.brackets(bench.fidelity, mu):
         if plan.bracket in seen or len(seen) >= s:
             break
@@ -258,16 +258,13 @@ def cmd_schedule(args: argparse.Namespace) -> None:
     _print_table(pd.DataFrame(rows))
 
 
-STAGES = {"study run": ["optimize", "evaluate", "ablate", "importance", "report"], "optimize": ["optimize"],
-          "evaluate": ["evaluate"]}
-
-
 def cmd_stages(args: argparse.Namespace) -> None:
-    from metaopt.study import run_stages
-    from metaopt.study_spec import load_study
+    """``metaopt study run`` (every stage) and ``metaopt optimize`` / ``evaluate`` (one stage)."""
+    from metaopt.stages.study import STAGES, run_stages
 
     study = load_study(Path(args.study))
-    run_stages(study, STAGES[args.stage_name], yahpo_data=args.yahpo_data, quiet=args.quiet,
+    stages = list(STAGES) if args.stage_name == "study run" else [args.stage_name]
+    run_stages(study, stages, yahpo_data=args.yahpo_data, quiet=args.quiet,
                workers=args.workers, scheduler=args.scheduler, stop_after=getattr(args, "stop_after", None))
 
 
@@ -406,8 +403,8 @@ def _add_stop_after(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_export_meta(args: argparse.Namespace) -> None:
-    from metaopt.meta import export_meta_runs
-    from metaopt.store import StudyStore
+    from metaopt.stages.meta import export_meta_runs
+    from metaopt.store.store import StudyStore
 
     store = StudyStore(Path(args.output_dir))
     spec = store.spec()
@@ -487,8 +484,7 @@ def _add_report_parser(sub: Any) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from metaopt.analysis.report import write_report
 
-    from metaopt.store import StudyStore
-    from metaopt.store_utils import output_lock
+    from metaopt.store.store import StudyStore
 
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {args.alpha}")
@@ -548,8 +544,7 @@ def _add_importance_parser(sub: Any) -> None:
 def cmd_importance(args: argparse.Namespace) -> None:
     from metaopt.analysis.importance import importance_for_study
 
-    from metaopt.store import StudyStore
-    from metaopt.store_utils import output_lock
+    from metaopt.store.store import StudyStore
 
     if args.out:
         check_writable(args.out, "--out", folder=True)
@@ -578,7 +573,7 @@ def cmd_importance(args: argparse.Namespace) -> None:
 def _add_ablate_parser(sub: Any) -> None:
     p = sub.add_parser(
         "ablate", help="ablation between two optimizers: greedy path, one factor at a time, leave one component out",
-        description="Writes OUT/ablation/NAME/{path,ofat,loco}.{csv,md,png} and meta.json (see metaopt/ablation.py). "
+        description="Writes OUT/ablation/NAME/{path,ofat,loco}.{csv,md,png} and meta.json (see metaopt/stages/ablation.py). "
                     "The evaluated estimator runs every candidate on instances x seeds (stored; a rerun resumes); "
                     "the surrogate estimator predicts them with a random forest fitted on a study's meta-archive.")
     p.add_argument("--benchmark", required=True, help="e.g. yahpo:lcbench or synthetic:mlp")
@@ -610,13 +605,12 @@ def _add_ablate_parser(sub: Any) -> None:
 
 
 def cmd_ablate(args: argparse.Namespace) -> None:
-    from metaopt.ablation import ESTIMATORS, VARIANTS, AblationSpec, check_choices, resolve_endpoint, run_ablation
-    from metaopt.benchmarks import get_benchmark
-    from metaopt.budget import Budget
-    from metaopt.executor import check_executor, make_executor
+    from metaopt.stages.ablation import ESTIMATORS, VARIANTS, AblationSpec, check_choices, resolve_endpoint, run_ablation
+    from metaopt.core.benchmarks import get_benchmark
+    from metaopt.core.budget import Budget
+    from metaopt.core.executor import check_executor, make_executor
     from metaopt.spaces.resolve import read_config_file
-    from metaopt.store import StudyStore
-    from metaopt.store_utils import output_lock
+    from metaopt.store.store import StudyStore
 
     check_writable(args.out, "--out", folder=True)
     check_executor(args.workers, args.scheduler)
@@ -628,7 +622,7 @@ def cmd_ablate(args: argparse.Namespace) -> None:
     study_output = Path(args.study_output) if args.study_output else None
     study_store = StudyStore(study_output) if study_output is not None else None
     study_budget = None
-    if study_store is not None:
+    if study_output is not None and study_store is not None:
         if not study_output.is_dir():
             raise UsageError(f"--study-output: no such folder: {study_output}")
         if study_store.is_study():
@@ -653,7 +647,7 @@ def cmd_ablate(args: argparse.Namespace) -> None:
         if given:
             raise UsageError(f"{given[0]}: only with --estimator evaluated (the surrogate predicts the meta-archive's "
                              "objective on the study's training instances at the study's budget)")
-        if study_output is None:
+        if study_output is None or study_store is None:
             raise UsageError("--estimator surrogate: needs --study-output DIR with meta/archive.csv")
         spec = AblationSpec(**common, budget=Budget.parse(study_budget, bench.d) if study_budget else None,
                             archive=study_store.archive_csv)
@@ -664,12 +658,9 @@ def cmd_ablate(args: argparse.Namespace) -> None:
             instances = bench.instances_of(args.instances or "test")
         else:
             try:
-                instances = [bench.problem(i.strip()).instance for i in args.instances.split(",")]
+                instances = bench.named_instances([i.strip() for i in args.instances.split(",")])
             except UsageError as err:
                 raise UsageError(f"--instances: {err}") from None
-            repeated = next((i for k, i in enumerate(instances) if i in instances[:k]), None)
-            if repeated is not None:
-                raise UsageError(f"--instances: instance {repeated!r} is listed twice")
         spec = AblationSpec(**common, instances=tuple(instances[: args.limit]),
                             seeds=tuple(range(1, (args.seeds or 1) + 1)),
                             budget=Budget.parse(args.budget or study_budget or "30d", bench.d), race=args.race)
@@ -687,7 +678,7 @@ def cmd_presets(args: argparse.Namespace) -> None:
         _print_table(pd.DataFrame([{"preset": p.name, "description": p.description, "reference": p.reference}
                                    for p in PRESETS.values()]))
         return
-    from metaopt.benchmarks import get_benchmark
+    from metaopt.core.benchmarks import get_benchmark
     from metaopt.spaces.resolve import resolve_optimizer
 
     if args.fidelity is not None:
@@ -707,7 +698,7 @@ def _fidelity_range(text: str) -> Any:
     """``R_MIN:R_MAX`` of ``presets show --fidelity`` as the Fidelity ``metaopt.minimize`` makes of it."""
     from ConfigSpace import ConfigurationSpace
 
-    from metaopt.benchmarks.function import make_fidelity
+    from metaopt.core.benchmarks.function import make_fidelity
 
     low, sep, high = text.partition(":")
     try:
@@ -751,8 +742,6 @@ def cmd_space_show(args: argparse.Namespace) -> None:
 
 def cmd_space_export(args: argparse.Namespace) -> None:
     from io import StringIO
-
-    from metaopt.store_utils import atomic_write_text
 
     check_writable(args.out, "--out", folder=False)
     space = _space(args.restrict)

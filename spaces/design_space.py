@@ -6,7 +6,7 @@ when any of their owners is). Loop-level parameters (μ) are always active.
 
 Which categories are conditional on which choices, and which combinations are forbidden, is
 derived from what the components declare (class attributes such as
-``FidelitySchedule.multi_fidelity`` or ``Surrogate.has_std``; see :data:`metaopt.registry.CATEGORIES`
+``FidelitySchedule.multi_fidelity`` or ``Surrogate.has_std``; see :data:`metaopt.core.registry.CATEGORIES`
 and :func:`forbidden_rules`), never from lists of names: a new component only declares what it is.
 
 A configuration γ may leave parameters out: missing active parameters take their defaults, and
@@ -21,7 +21,6 @@ from typing import Any, Mapping, Sequence
 
 from ConfigSpace import (
     Categorical,
-    Configuration,
     ConfigurationSpace,
     Constant,
     EqualsCondition,
@@ -39,8 +38,8 @@ from ConfigSpace.hyperparameters import (
 )
 from ConfigSpace.util import deactivate_inactive_hyperparameters
 
-from metaopt.errors import UsageError
-from metaopt.registry import CATEGORIES, activating_choices, components, get_component, names_declaring
+from metaopt.core.errors import UsageError
+from metaopt.core.registry import CATEGORIES, activating_choices, components, get_component, names_declaring
 
 # μ(1): the batch size (first-bracket size for hb). Paper Table 4: {2..200} on a log scale; we
 # start at 1 so that sequential single-fidelity algorithms (RS, BO) are points of the space.
@@ -102,7 +101,7 @@ def build_space(
         selector = Categorical(category.selector, names, default=category.default if category.default in names
                                else names[0])
         space.add(selector)
-        if condition_values:
+        if activation is not None and condition_values:
             space.add(_condition(selector, space[activation[0]], condition_values))
         shared: dict[str, tuple[Hyperparameter, list[str]]] = {}
         for comp in comps:
@@ -169,7 +168,7 @@ def _condition(child: Hyperparameter, parent: Hyperparameter, values: list[str])
     return EqualsCondition(child, parent, values[0]) if len(values) == 1 else InCondition(child, parent, values)
 
 
-def describe_hyperparameter(hp: Hyperparameter) -> str:
+def describe_hyperparameter(hp: Any) -> str:
     """A short human description of a hyperparameter's domain."""
     if isinstance(hp, CategoricalHyperparameter):
         return "one of " + ", ".join(map(str, hp.choices))
@@ -209,11 +208,6 @@ def validate(config: Mapping[str, Any], space: ConfigurationSpace | None = None,
             parents = ", ".join(f"{p.name}={result.get(p.name)!r}" for p in space.parents_of[name])
             raise UsageError(f"parameter {name} is inactive in this configuration (because {parents})")
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in result.items()}
-
-
-def as_configuration(config: Mapping[str, Any]) -> Configuration:
-    """A validated γ as a ConfigSpace Configuration of the design space."""
-    return Configuration(design_space(), values=validate(config))
 
 
 def without_stopping(config: Mapping[str, Any]) -> dict[str, Any]:

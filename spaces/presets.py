@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from metaopt.components.fidelity_schedules import n_stages
-from metaopt.benchmarks.base import Fidelity
-from metaopt.errors import UsageError
+from metaopt.core.benchmarks.base import Fidelity
+from metaopt.core.errors import UsageError
 from metaopt.spaces.design_space import MU, validate
 
 ConfigFn = Callable[[Fidelity], dict[str, Any]]
@@ -250,10 +250,6 @@ for _path in sorted(DESIGNS_DIR.glob("*.json")):
     if _preset.name in PRESETS:
         raise RuntimeError(f"{_path}: name {_preset.name!r} is already a preset")
     PRESETS[_preset.name] = _preset
-
-
-def preset_names() -> list[str]:
-    return list(PRESETS)
 
 
 def get_preset(name: str) -> Preset:

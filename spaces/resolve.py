@@ -3,12 +3,12 @@
 An optimizer is named by
 
 - a preset (``rs``, ``hb``, ``bohb``, ...: :mod:`metaopt.spaces.presets`);
-- a peer (``smac_hpo``, ``optuna_tpe``, ...: an external library, :mod:`metaopt.peers`), where the
+- a peer (``smac_hpo``, ``optuna_tpe``, ...: an external library, :mod:`metaopt.engine.peers`), where the
   caller runs peers;
 - ``gamma_star`` or ``gamma_star:<restriction>``: γ* of a study's meta-optimization (the caller
   passes the study's γ*'s);
 - a JSON file: a configuration, or an object with a ``"config"`` object (e.g. ``meta/gamma_star.json``);
-- a study variant (:class:`metaopt.study_spec.OptimizerVariant`): a preset or a configuration with
+- a study variant (:class:`metaopt.store.study_spec.OptimizerVariant`): a preset or a configuration with
   parameters overridden.
 
 Used by the evaluation stage (a study's ``evaluation.optimizers``), ablation endpoints (``metaopt
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metaopt.errors import UsageError
-from metaopt.store_utils import read_json_file
-from metaopt.study_spec import OptimizerVariant
+from metaopt.core.errors import UsageError
+from metaopt.core.store_utils import read_json_file
+from metaopt.store.study_spec import OptimizerVariant
 
 Config = dict[str, Any]
 GAMMA_STAR = "gamma_star"
@@ -125,7 +125,7 @@ def _variant_config(variant: OptimizerVariant, fidelity: Any, field: str) -> Con
     from metaopt.spaces.presets import get_preset
 
     try:
-        base = get_preset(variant.preset).config(fidelity) if variant.preset else dict(variant.config)
+        base = get_preset(variant.preset).config(fidelity) if variant.preset else dict(variant.config or {})
         merged = validate({**base, **variant.set}, drop_inactive=True)
         inactive = [name for name in variant.set if name not in merged]
         if inactive:

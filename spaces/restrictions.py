@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from ConfigSpace import ConfigurationSpace
 
-from metaopt.errors import UsageError
+from metaopt.core.errors import UsageError
 from metaopt.spaces.design_space import build_space, validate
 
 TIME_VARYING = {  # parameter at t = 1  ->  its value at t = 0

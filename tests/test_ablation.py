@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from ConfigSpace import ForbiddenAndConjunction, ForbiddenEqualsClause
 
-from metaopt.ablation import (
+from metaopt.stages.ablation import (
     ablation_table,
     differences,
     greedy_path,
@@ -17,10 +17,10 @@ from metaopt.ablation import (
     ofat,
     same_config,
 )
-from metaopt.ablation_estimators import SurrogateEstimator
-from metaopt.benchmarks import get_benchmark
+from metaopt.stages.ablation_estimators import SurrogateEstimator
+from metaopt.core.benchmarks import get_benchmark
 from metaopt.cli import main
-from metaopt.meta_archive import gamma_hash
+from metaopt.store.meta_archive import gamma_hash
 from metaopt.spaces.design_space import design_space, validate
 from metaopt.spaces.presets import get_preset
 from metaopt.spaces.restrictions import get_restriction
@@ -229,9 +229,9 @@ def test_surrogate_estimator_on_a_synthetic_archive(tmp_path, capsys):
 
 
 def test_racing_drops_only_clearly_worse_candidates(tmp_path):
-    from metaopt.ablation_estimators import EvaluatedEstimator
-    from metaopt.budget import Budget
-    from metaopt.executor import Executor
+    from metaopt.stages.ablation_estimators import EvaluatedEstimator
+    from metaopt.core.budget import Budget
+    from metaopt.core.executor import Executor
 
     instances = get_benchmark("synthetic:mlp").test_instances[:4]
     estimator = EvaluatedEstimator(tmp_path, "synthetic:mlp", instances, [1, 2], Budget.parse("3d", 6), Executor(),

@@ -15,10 +15,10 @@ import pytest
 from ConfigSpace import Categorical, ConfigurationSpace, Float, Integer, NormalFloatHyperparameter
 
 import metaopt
-from metaopt.benchmarks import _entry_point_kind, _KINDS, get_benchmark
+from metaopt.core.benchmarks import _entry_point_kind, _KINDS, get_benchmark
 from metaopt.cli import main
-from metaopt.errors import UsageError
-from metaopt.loop import AskTell, run
+from metaopt.core.errors import UsageError
+from metaopt.engine.loop import AskTell, run
 from metaopt.spaces.presets import get_preset
 
 BENCH = get_benchmark("synthetic:mlp")
@@ -193,7 +193,7 @@ def test_a_gamma_star_file_is_an_optimizer(tmp_path):
 FAMILY = textwrap.dedent('''
     import numpy as np
     from ConfigSpace import ConfigurationSpace, Float
-    from metaopt.benchmarks import Benchmark, Evaluation, Fidelity
+    from metaopt.core.benchmarks import Benchmark, Evaluation, Fidelity
 
     class Bowl(Benchmark):
         reference_samples = 200
@@ -247,7 +247,7 @@ def test_python_benchmark_runs_from_the_cli(user_module, tmp_path, capsys):
     ("python:user_bowl", "expected python:package.module:factory"),
     ("python:no_such_module_xyz:make", "cannot import module 'no_such_module_xyz'"),
     ("python:user_bowl:missing", "has no callable 'missing'"),
-    ("python:user_bowl:not_a_benchmark", "the factory returned a int, not a metaopt.benchmarks.Benchmark"),
+    ("python:user_bowl:not_a_benchmark", "the factory returned a int, not a metaopt.core.benchmarks.Benchmark"),
 ])
 def test_python_benchmark_spec_errors(user_module, spec, message):
     with pytest.raises(UsageError, match=message):
@@ -268,7 +268,7 @@ def test_entry_point_adds_a_benchmark_kind(user_module, monkeypatch):
     _entry_point_kind(EntryPoint())
     try:
         assert get_benchmark("bowls:deep").name == "user:deep"
-        from metaopt.benchmarks import list_benchmark_names
+        from metaopt.core.benchmarks import list_benchmark_names
         assert {"bowls:bowl", "bowls:deep"} <= set(list_benchmark_names())
     finally:
         _KINDS.pop("bowls")

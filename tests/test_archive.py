@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from metaopt.archive import Archive
+from metaopt.core.archive import Archive
 
 
 def _batch(archive: Archive, n: int, start: int, fidelity=1.0) -> None:

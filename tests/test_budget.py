@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metaopt.budget import BUDGET_TOLERANCE, Budget, BudgetMeter, split_spec
-from metaopt.errors import UsageError
+from metaopt.core.budget import BUDGET_TOLERANCE, Budget, BudgetMeter, split_spec
+from metaopt.core.errors import UsageError
 
 ROUNDING = 1e-12
 """Room for the rounding of the checks below themselves (far below the tolerance)."""

@@ -239,12 +239,12 @@ BAD_ARGUMENTS = [
 
 @pytest.mark.parametrize("argv, field", [case[1:] for case in BAD_ARGUMENTS], ids=[case[0] for case in BAD_ARGUMENTS])
 def test_bad_arguments_give_one_line_before_any_work(capsys, env_data, tmp_path, monkeypatch, argv, field):
-    import metaopt.loop
+    import metaopt.engine.loop
 
     def no_run(*args, **kwargs):
         raise AssertionError("the run started before its arguments were checked")
 
-    monkeypatch.setattr(metaopt.loop, "run", no_run)
+    monkeypatch.setattr(metaopt.engine.loop, "run", no_run)
     (tmp_path / "afile").write_text("keep")
     (tmp_path / "dir").mkdir()
     (tmp_path / "in.jsonl").write_text(_jsonl(LCBENCH_CONFIG))
@@ -275,7 +275,7 @@ def test_damaged_yahpo_data_is_one_line(capsys, yahpo_data, tmp_path, damage, fr
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("factory, fragment", [("sys:exit", "the factory exited"), ("os:getcwd", "not a metaopt.benchmarks.Benchmark")])
+@pytest.mark.parametrize("factory, fragment", [("sys:exit", "the factory exited"), ("os:getcwd", "not a metaopt.core.benchmarks.Benchmark")])
 def test_a_python_factory_must_return_a_benchmark(capsys, tmp_path, factory, fragment):
     code, _, err = run_cli(capsys, "run", "--optimizer", "rs", "--benchmark", f"python:{factory}", "--instance", "0",
                            "--out", str(tmp_path / "o"))

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from metaopt.components.fidelity_schedules import MAX_FILL, CostAwareHyperband, HyperbandBatches, fill_by_cost, n_stages
 from metaopt.components.promotion import CostAware, Rung, TopFraction
-from metaopt.benchmarks import get_benchmark
-from metaopt.benchmarks.base import Evaluation, Fidelity, Problem
-from metaopt.budget import Budget
-from metaopt.loop import run
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.benchmarks.base import Evaluation, Fidelity, Problem
+from metaopt.core.budget import Budget
+from metaopt.engine.loop import run
 from metaopt.spaces.design_space import build_space
 from metaopt.spaces.presets import get_preset
 

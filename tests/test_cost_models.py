@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from metaopt.registry import get_component
+from metaopt.core.registry import get_component
 
 MODELS = ["loglinear", "gp", "rf"]
 

@@ -9,13 +9,13 @@ from metaopt.components.cost_models import LogLinearCostModel
 from metaopt.components.cost_penalties import ContextualEI, EIAlpha, EICool, EIPerUnitCost, NoPenalty
 from metaopt.components.filters import Scorer
 from metaopt.components.surrogates import GaussianProcess
-from metaopt.archive import Archive
-from metaopt.benchmarks import get_benchmark
-from metaopt.budget import Budget
-from metaopt.context import ProposalContext, RunState
-from metaopt.features import FeatureEncoder
-from metaopt.loop import run
-from metaopt.space_codec import SpaceCodec
+from metaopt.core.archive import Archive
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.budget import Budget
+from metaopt.core.context import ProposalContext, RunState
+from metaopt.core.features import FeatureEncoder
+from metaopt.engine.loop import run
+from metaopt.core.space_codec import SpaceCodec
 from metaopt.spaces.design_space import design_space
 from metaopt.spaces.presets import get_preset
 

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 from metaopt.cli import main
-from metaopt.run_io import UNFINISHED, check_run, read_run
-from metaopt.store_utils import output_lock
+from metaopt.store.run_io import UNFINISHED, check_run, read_run
+from metaopt.core.store_utils import output_lock
 
 STUDY = """
 name: crash
@@ -204,19 +204,19 @@ def test_a_second_process_on_the_same_output_is_refused(evaluated, capsys):
 
 
 def test_table_names_the_failed_runs(tmp_path, capsys, monkeypatch):
-    import metaopt.loop
+    import metaopt.engine.loop
 
     out = tmp_path / "out"
     study = tmp_path / "study.yaml"
     study.write_text(EVAL_STUDY.format(out=out))
-    real_run = metaopt.loop.run
+    real_run = metaopt.engine.loop.run
 
     def failing_run(config, problem, seed, *args, **kwargs):
         if seed == 2 and config["fidelity_schedule"] == "hb":  # hb's seed-2 runs fail
             raise RuntimeError("injected failure")
         return real_run(config, problem, seed, *args, **kwargs)
 
-    monkeypatch.setattr(metaopt.loop, "run", failing_run)
+    monkeypatch.setattr(metaopt.engine.loop, "run", failing_run)
     assert main(["evaluate", str(study), "--quiet"]) == 0
     failed = sorted(p.parent for p in out.glob("eval/runs/*/*/seed-*/failed.json"))
     assert len(failed) == 2 and all(p.parts[-3] == "hb" for p in failed)
@@ -228,7 +228,7 @@ def test_table_names_the_failed_runs(tmp_path, capsys, monkeypatch):
     table = pd.read_csv(out / "eval" / "table.csv")
     assert table["runs"].sum() == 8 - len(failed)
 
-    monkeypatch.setattr(metaopt.loop, "run", real_run)
+    monkeypatch.setattr(metaopt.engine.loop, "run", real_run)
     assert main(["evaluate", str(study), "--quiet"]) == 0
     assert "failed" not in (out / "eval" / "table.md").read_text()
     assert not list(out.glob("eval/runs/*/*/seed-*/failed.json"))
@@ -236,10 +236,10 @@ def test_table_names_the_failed_runs(tmp_path, capsys, monkeypatch):
 
 
 def test_a_damaged_ablation_run_record_is_redone(tmp_path, capsys):
-    from metaopt.ablation_estimators import EvaluatedEstimator
-    from metaopt.benchmarks import get_benchmark
-    from metaopt.budget import Budget
-    from metaopt.executor import make_executor
+    from metaopt.stages.ablation_estimators import EvaluatedEstimator
+    from metaopt.core.benchmarks import get_benchmark
+    from metaopt.core.budget import Budget
+    from metaopt.core.executor import make_executor
     from metaopt.spaces.presets import get_preset
 
     bench = get_benchmark("synthetic:mlp")
@@ -261,7 +261,7 @@ def test_a_damaged_ablation_run_record_is_redone(tmp_path, capsys):
 def test_atomic_writes_give_files_the_mode_open_would(tmp_path):
     """Store files go through a private temporary file (mkstemp's 0o600); the finished file has the
     mode a plain ``open()`` gives (0o666 less the umask), so others can read a shared store."""
-    from metaopt.store_utils import atomic_write_bytes, atomic_write_text
+    from metaopt.core.store_utils import atomic_write_bytes, atomic_write_text
 
     atomic_write_text(tmp_path / "a.txt", "a")
     atomic_write_bytes(tmp_path / "b.bin", b"b")

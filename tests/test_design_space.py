@@ -5,9 +5,9 @@ import math
 import pytest
 from ConfigSpace import ConfigurationSpace
 
-from metaopt.benchmarks.base import Fidelity
-from metaopt.errors import UsageError
-from metaopt.registry import CATEGORIES, component_names, get_component
+from metaopt.core.benchmarks.base import Fidelity
+from metaopt.core.errors import UsageError
+from metaopt.core.registry import CATEGORIES, component_names, get_component
 from metaopt.spaces.design_space import design_space, validate
 from metaopt.spaces.presets import PRESETS, get_preset
 

@@ -6,8 +6,8 @@ from ConfigSpace import (Categorical, ConfigurationSpace, Constant, EqualsCondit
                          ForbiddenEqualsClause, ForbiddenInClause, InCondition, Integer, OrdinalHyperparameter)
 
 from metaopt.components.surrogates import RandomForest, nearest_indices
-from metaopt.benchmarks import get_benchmark
-from metaopt.space_codec import SpaceCodec
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.space_codec import SpaceCodec
 from metaopt.spaces.design_space import design_space
 
 
@@ -68,7 +68,7 @@ def test_sample_uniform_equals_configspace(yahpo_data, n):
 
 
 def test_the_stream_sampler_reads_the_same_draws_as_the_round_by_round_calls(yahpo_data, monkeypatch):
-    from metaopt.space_codec import _decode_rounds
+    from metaopt.core.space_codec import _decode_rounds
 
     spaces = _spaces(yahpo_data)
     for name in ("flat", "yahpo:lcbench", "synthetic:mlp"):
@@ -180,7 +180,7 @@ def test_nearest_indices_equal_scikit_learn_neighbours(n, p, k, categoricals):
     force above) finds."""
     from sklearn.neighbors import NearestNeighbors
 
-    from metaopt.features import ONE_HOT
+    from metaopt.core.features import ONE_HOT
 
     data = np.random.default_rng(n + p)
 
@@ -195,7 +195,7 @@ def test_nearest_indices_equal_scikit_learn_neighbours(n, p, k, categoricals):
 
 def _tied_features(rows: int, data: np.random.Generator, p: int = 4) -> np.ndarray:
     """Numeric columns on a coarse grid (many exact ties and duplicate rows) and two one-hot categoricals."""
-    from metaopt.features import ONE_HOT
+    from metaopt.core.features import ONE_HOT
 
     hot = [np.eye(c)[data.integers(0, c, rows)] * ONE_HOT for c in (3, 2)]
     return np.hstack([data.integers(0, 4, (rows, p)) / 3.0, *hot])
@@ -226,7 +226,7 @@ def test_squared_distances_sum_the_columns_in_order():
     """Every distance is the sequential sum of the numeric columns' squared differences plus ONE_HOT²
     per differing one-hot column, bit for bit (so the scan and the tree's re-ranking agree)."""
     from metaopt.components.surrogates import _DistancesTo, _hot_columns, squared_distances
-    from metaopt.features import ONE_HOT
+    from metaopt.core.features import ONE_HOT
 
     data = np.random.default_rng(5)
     archive = np.hstack([data.random((60, 8)), _tied_features(60, data)[:, 4:]])  # 8 numeric, 5 one-hot
@@ -249,7 +249,7 @@ def test_smac_forest_with_bounded_leaves_grows_the_same_trees(tmp_path):
     2²¹ nodes per tree) predicts what SMAC's own forest predicts, bit for bit, on every fit."""
     from smac import AlgorithmConfigurationFacade, Scenario
 
-    from metaopt.smac_utils import bound_forest_leaves, reproducible_model_and_maximizer
+    from metaopt.core.smac_utils import bound_forest_leaves, reproducible_model_and_maximizer
 
     space = ConfigurationSpace(seed=0)
     space.add([Float("x", (0.0, 1.0)), Integer("n", (1, 64), log=True), Categorical("kind", ["a", "b", "c"])])

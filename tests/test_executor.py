@@ -4,8 +4,8 @@ import operator
 
 import pytest
 
-from metaopt.errors import UsageError
-from metaopt.executor import Executor, make_executor
+from metaopt.core.errors import UsageError
+from metaopt.core.executor import Executor, make_executor
 
 
 def _chain(executor) -> dict[int, int]:

@@ -15,7 +15,7 @@ from metaopt.components.fidelity_schedules import (
     stage_fidelity,
     survivor_counts,
 )
-from metaopt.benchmarks.base import Fidelity
+from metaopt.core.benchmarks.base import Fidelity
 
 LCBENCH = Fidelity("epoch", 1, 52, is_int=True)
 LOG3 = math.log(3)

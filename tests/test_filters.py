@@ -7,11 +7,11 @@ from metaopt.components.acquisition import MeanAcquisition
 from metaopt.components.filters import ProgressiveFilter, Scorer, TournamentFilter, geometric_sizes
 from metaopt.components.samplers import UniformSampler
 from metaopt.components.surrogates import KNN1
-from metaopt.archive import Archive
-from metaopt.benchmarks import get_benchmark
-from metaopt.budget import Budget
-from metaopt.context import ProposalContext, RunState
-from metaopt.space_codec import SpaceCodec
+from metaopt.core.archive import Archive
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.budget import Budget
+from metaopt.core.context import ProposalContext, RunState
+from metaopt.core.space_codec import SpaceCodec
 
 SHARED = dict(filter_rho_0=0.0, filter_rho_1=0.0, filter_ns0_0=4.0, filter_ns0_1=4.0, filter_ns1_0=16.0,
               filter_ns1_1=16.0, filter_mb=True, filter_rho_random=False)

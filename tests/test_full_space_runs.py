@@ -3,14 +3,14 @@
 The space has conditions and forbiddens so that any sampled configuration is runnable; this runs
 500 of them, drawn by ConfigSpace's sampler, on a synthetic instance with categorical, integer,
 log-scaled and conditional hyperparameters, at a small budget, and checks each run's invariants.
-Asynchronous designs run on a clock with one worker (:func:`metaopt.simclock.run` runs every design).
+Asynchronous designs run on a clock with one worker (:func:`metaopt.engine.simclock.run` runs every design).
 """
 
 import numpy as np
 
-from metaopt.benchmarks import get_benchmark
-from metaopt.budget import Budget
-from metaopt.simclock import run
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.budget import Budget
+from metaopt.engine.simclock import run
 from metaopt.spaces.design_space import design_space
 
 N_CONFIGS = 500

@@ -3,10 +3,10 @@
 import pandas as pd
 import pytest
 
-from metaopt.benchmarks import get_benchmark
+from metaopt.core.benchmarks import get_benchmark
 from metaopt.components.hybrid_proposals import CFOThenFilter
-from metaopt.errors import UsageError
-from metaopt.loop import Optimizer, run
+from metaopt.core.errors import UsageError
+from metaopt.engine.loop import Optimizer, run
 from metaopt.spaces.design_space import validate
 from metaopt.spaces.presets import get_preset
 

@@ -1,4 +1,4 @@
-"""Live benchmarks (metaopt.benchmarks.live): real scikit-learn fits with measured fit times.
+"""Live benchmarks (metaopt.core.benchmarks.live): real scikit-learn fits with measured fit times.
 
 Configurations are small so that the whole file runs in seconds. No assertion depends on how long
 a fit takes: the cost's semantics are checked with a clock that the fit itself advances.
@@ -14,11 +14,11 @@ import pytest
 import sklearn
 from ConfigSpace import Configuration
 
-from metaopt.benchmarks import get_benchmark, list_benchmark_names
-from metaopt.benchmarks.base import split_instances
-from metaopt.benchmarks.live import MIN_PER_CLASS, MODELS, LiveBenchmark, _data
-from metaopt.errors import UsageError
-from metaopt.loop import run
+from metaopt.core.benchmarks import get_benchmark, list_benchmark_names
+from metaopt.core.benchmarks.base import split_instances
+from metaopt.core.benchmarks.live import MIN_PER_CLASS, MODELS, LiveBenchmark, _data
+from metaopt.core.errors import UsageError
+from metaopt.engine.loop import run
 from metaopt.spaces.presets import get_preset
 
 NAMES = [f"live:{m}" for m in MODELS]
@@ -104,7 +104,7 @@ def test_cost_is_the_clock_time_around_the_fit_alone(name, monkeypatch):
     A clock that only the fit advances (by the number of training rows) makes that exact; the real
     clock's readings are machine- and load-bound, so no test compares them.
     """
-    from metaopt.benchmarks import live
+    from metaopt.core.benchmarks import live
 
     now = [0.0]
     real_fit = live._fit

@@ -10,14 +10,14 @@ import pytest
 from ConfigSpace import Categorical, ConfigurationSpace, Float, Integer
 
 from metaopt.components.local_search import CFO, bucket, categorical_move
-from metaopt.archive import Archive
-from metaopt.benchmarks import get_benchmark
-from metaopt.benchmarks.base import Benchmark, Fidelity
-from metaopt.budget import Budget
+from metaopt.core.archive import Archive
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.benchmarks.base import Benchmark, Fidelity
+from metaopt.core.budget import Budget
 from metaopt.cli import main
-from metaopt.context import ProposalContext, RunState
-from metaopt.loop import run
-from metaopt.space_codec import SpaceCodec
+from metaopt.core.context import ProposalContext, RunState
+from metaopt.engine.loop import run
+from metaopt.core.space_codec import SpaceCodec
 from metaopt.spaces.presets import get_preset
 
 

@@ -12,14 +12,14 @@ import pandas as pd
 import pytest
 
 from metaopt.cli import main
-import metaopt.meta
-import metaopt.meta_search
-from metaopt.budget import Budget
-from metaopt.errors import UsageError
-from metaopt.meta import meta_objective
-from metaopt.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, selection_pool
-from metaopt.store import StudyStore
-from metaopt.study_spec import load_study
+import metaopt.stages.meta
+import metaopt.stages.meta_search
+from metaopt.core.budget import Budget
+from metaopt.core.errors import UsageError
+from metaopt.stages.meta import meta_objective
+from metaopt.store.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, selection_pool
+from metaopt.store.store import StudyStore
+from metaopt.store.study_spec import load_study
 
 STUDY = """
 name: meta_tiny
@@ -142,7 +142,7 @@ def test_resume_from_a_damaged_store_equals_uninterrupted_run(tmp_path, capsys):
     gamma_star = meta / "gamma_star.json"
     gamma_star.write_text(gamma_star.read_text()[:50])
     with pytest.raises(UsageError, match="gamma_star.json is damaged.*rerun the optimize stage"):
-        from metaopt.study import StudyContext
+        from metaopt.stages.study import StudyContext
 
         StudyContext(load_study(path), None).gamma_stars()
     capsys.readouterr()
@@ -155,16 +155,16 @@ def test_resume_from_a_damaged_store_equals_uninterrupted_run(tmp_path, capsys):
 
 
 def test_a_failing_inner_run_is_isolated(tmp_path, monkeypatch):
-    import metaopt.simclock
+    import metaopt.engine.simclock
 
-    real_run = metaopt.simclock.run
+    real_run = metaopt.engine.simclock.run
 
     def flaky(config, problem, seed, budget, **kw):
         if config.get("fidelity_schedule") != "single":
             raise RuntimeError("boom: this gamma is broken")
         return real_run(config, problem, seed, budget, **kw)
 
-    monkeypatch.setattr(metaopt.simclock, "run", flaky)
+    monkeypatch.setattr(metaopt.engine.simclock, "run", flaky)
     path = write(tmp_path, "f", trials=12)
     assert main(["optimize", str(path), "--quiet"]) == 0
     archive = pd.read_csv(tmp_path / "f" / "meta" / "archive.csv")
@@ -180,21 +180,21 @@ def test_a_failing_inner_run_is_isolated(tmp_path, monkeypatch):
 def test_failed_trials_write_no_gamma_star_and_are_retried(tmp_path, monkeypatch, capsys):
     """Every trial fails (e.g. a broken benchmark): one error line, no archive, no gamma*. Once the
     cause is fixed, the failed trials are recomputed and the results equal a run that never failed."""
-    import metaopt.simclock
+    import metaopt.engine.simclock
 
-    real_run = metaopt.simclock.run
+    real_run = metaopt.engine.simclock.run
 
     def broken(*args, **kw):
         raise RuntimeError("boom: the model file is corrupt")
 
-    monkeypatch.setattr(metaopt.simclock, "run", broken)
+    monkeypatch.setattr(metaopt.engine.simclock, "run", broken)
     path = write(tmp_path, "broken", trials=6, seeds="[1]")
     assert main(["optimize", str(path), "--quiet"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("metaopt: error: all 6 trials of the meta-optimization failed") and "\n" not in error
     assert "RuntimeError: boom: the model file is corrupt" in error
     assert not any((tmp_path / "broken" / "meta" / name).exists() for name in RESULTS)
-    monkeypatch.setattr(metaopt.simclock, "run", real_run)
+    monkeypatch.setattr(metaopt.engine.simclock, "run", real_run)
     assert main(["optimize", str(path), "--quiet"]) == 0
     assert "the search is not rerun" not in capsys.readouterr().out
     assert main(["optimize", str(write(tmp_path, "clean", trials=6, seeds="[1]")), "--quiet"]) == 0
@@ -214,12 +214,12 @@ def test_a_batch_runs_each_distinct_uncached_trial_once(tmp_path):
     cache = {(gamma_hash(stored), "i", 0): {"gamma": stored, "hash": gamma_hash(stored), "instance": "i",
                                             "seed": 0, "status": "ok", "objective": 2.0}}
     gammas = [{"x": x} for x in (1, 2, 1, 3)]
-    batch = metaopt.meta_search.Batch([(gamma_hash(g), "i", 0) for g in gammas], gammas, cache)
+    batch = metaopt.stages.meta_search.Batch([(gamma_hash(g), "i", 0) for g in gammas], gammas, cache)
     assert [gamma["x"] for gamma in batch.todo.values()] == [1, 3]
     store = StudyStore(tmp_path)
     for key, gamma in batch.todo.items():
         assert not batch.done
-        batch.deliver(key, metaopt.meta_search.store_record(store, fake_run(gamma, key[1], key[2])))
+        batch.deliver(key, metaopt.stages.meta_search.store_record(store, fake_run(gamma, key[1], key[2])))
     assert batch.done
     assert [(r["objective"], cached) for r, cached in batch.results()] == [(1.0, False), (2.0, True), (1.0, True),
                                                                            (3.0, False)]
@@ -230,7 +230,7 @@ def test_a_batch_runs_each_distinct_uncached_trial_once(tmp_path):
 def test_meta_seeds_run_side_by_side_on_the_executor(tmp_path):
     """While one meta-seed waits for its batch, the other meta-seeds' trials are on the executor: the
     first batches of all meta-seeds are submitted before any result comes back."""
-    from metaopt.executor import Executor
+    from metaopt.core.executor import Executor
 
     class Recording(Executor):
         def __init__(self):
@@ -249,7 +249,7 @@ def test_meta_seeds_run_side_by_side_on_the_executor(tmp_path):
     executor = Recording()
     path = write(tmp_path, "side", trials=6, seeds="[1, 2, 3]")
     study = load_study(path)
-    from metaopt.study import StudyContext, run_optimize
+    from metaopt.stages.study import StudyContext, run_optimize
 
     run_optimize(StudyContext(study, None), executor, quiet=True)
     first_done = executor.events.index(next(e for e in executor.events if e[0] == "done"))
@@ -300,13 +300,13 @@ def test_dask_evaluation_equals_serial(tmp_path):
 
 
 def _setup(restriction=None):
-    from metaopt.meta import MetaSetup
+    from metaopt.stages.meta import MetaSetup
 
     return MetaSetup("synthetic:mlp", None, Budget.parse("4d", 6), {}, restriction, "regret", (1.0,))
 
 
 def test_known_designs_are_the_presets_that_are_points_of_the_space(tmp_path):
-    from metaopt.meta import complete_gamma, known_designs
+    from metaopt.stages.meta import complete_gamma, known_designs
     from metaopt.spaces.design_space import design_space
     from metaopt.spaces.presets import get_preset
     from metaopt.spaces.restrictions import get_restriction
@@ -315,7 +315,7 @@ def test_known_designs_are_the_presets_that_are_points_of_the_space(tmp_path):
     assert {"rs", "hb", "bohb", "cfo", "cfo_tuned", "bo_gp_ei", "smashy_lcbench_hb"} <= set(full)
     table4 = known_designs(_setup("table4"), get_restriction("table4").space())
     assert set(table4) == {"bohb", "smashy_lcbench_hb", "smashy_lcbench_equal", "smashy_rbv2_hb", "smashy_rbv2_equal"}
-    fidelity = __import__("metaopt.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity
+    fidelity = __import__("metaopt.core.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity
     for name, configuration in table4.items():  # each completes to exactly the preset
         assert complete_gamma(_setup("table4"), dict(configuration)) == get_preset(name).config(fidelity)
     mine = {**get_preset("smashy_lcbench_hb").config(fidelity), "mu": 20}
@@ -354,7 +354,7 @@ def test_gamma_star_is_selected_by_reruns_of_the_top_candidates(tmp_path, capsys
 
     extra = tmp_path / "mine.json"
     extra.write_text(json.dumps({**get_preset("smashy_lcbench_hb").config(
-        __import__("metaopt.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity), "mu": 20}))
+        __import__("metaopt.core.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity), "mu": 20}))
     path = tmp_path / "s.yaml"
     path.write_text(SELECTION_STUDY.format(extra=extra, out=tmp_path / "out"))
     assert main(["optimize", str(path), "--quiet"]) == 0
@@ -364,7 +364,7 @@ def test_gamma_star_is_selected_by_reruns_of_the_top_candidates(tmp_path, capsys
     table = pd.read_csv(meta / "selection.csv")
     star = json.loads((meta / "gamma_star.json").read_text())
     assert len(table) == 3 and table["chosen"].sum() == 1
-    fidelity = __import__("metaopt.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity
+    fidelity = __import__("metaopt.core.benchmarks", fromlist=["get_benchmark"]).get_benchmark("synthetic:mlp").fidelity
     tried = set(pd.read_csv(meta / "archive.csv")["hash"])
     assert {gamma_hash(get_preset("bohb").config(fidelity)), gamma_hash(json.loads(extra.read_text()))} <= tried
     chosen = table[table["chosen"]].iloc[0]
@@ -523,7 +523,7 @@ def test_a_search_continues_from_its_exported_meta_archive(tmp_path, capsys):
     assert main(["study", "export-meta", str(tmp_path / "sliced"), "--out", str(tmp_path / "again.jsonl.gz")]) == 0
     import gzip
 
-    assert len(gzip.decompress((tmp_path / "again.jsonl.gz").read_bytes()).splitlines()) == 8
+    assert len(gzip.decompress((tmp_path / "again.jsonl.gz").read_bytes()).splitlines()) == 8 + 1  # and the log
     exported.write_bytes(gzip.compress(b'{"hash": "x"}\n'))
     shutil.rmtree(tmp_path / "sliced")
     capsys.readouterr()
@@ -566,10 +566,135 @@ def test_multi_fidelity_search_over_the_inner_budget(tmp_path):
     star = json.loads((out / "gamma_star.json").read_text())
     assert "@" not in star["hash"] and star["n_instances"] == 3
     # its compact meta-archive keeps each run's inner budget, and reads back as the store's runs
-    from metaopt.meta import export_meta_runs
-    from metaopt.meta_archive import load_cache, read_meta_runs
+    from metaopt.stages.meta import export_meta_runs
+    from metaopt.store.meta_archive import load_cache, read_meta_runs
 
     count = export_meta_runs(StudyStore(tmp_path / "mf"), tmp_path / "mf.jsonl.gz")
     records = read_meta_runs(tmp_path / "mf.jsonl.gz")
     assert count == len(records) == len(load_cache(StudyStore(tmp_path / "mf")))
     assert sum("inner_budget" in r for r in records) == len(list((out / "runs").glob("*@*/*/seed-*.json")))
+
+
+def test_best_designs_of_an_archive_ranks_the_best_covered_designs_by_their_mean():
+    from metaopt.store.meta_archive import best_designs
+
+    def record(h, instance, seed, objective, **extra):
+        return {"hash": h, "gamma": {"name": h}, "instance": instance, "seed": seed, "objective": objective, **extra}
+
+    records = [record("a", "1", 1, 0.3), record("a", "2", 1, 0.1), record("a", "2", 2, 0.3),  # a: (0.3 + 0.2) / 2
+               record("b", "1", 1, 0.2), record("b", "2", 1, 0.2),  # b: 0.2, the best on both instances
+               record("c", "1", 1, 0.0),  # c: on one instance only, so not comparable
+               record("d@0.333", "1", 1, 0.0, inner_budget=0.333), record("d@0.333", "2", 1, 0.0, inner_budget=0.333)]
+    assert [(h, mean) for h, _, mean in best_designs(records, 5)] == [("b", pytest.approx(0.2)),
+                                                                      ("a", pytest.approx(0.25))]
+    assert [h for h, _, _ in best_designs(records, 1)] == ["b"]
+    assert best_designs(records[-2:], 3) == []
+
+
+def test_a_study_warm_starts_from_another_studys_meta_archive(tmp_path, capsys):
+    """Transfer between scenarios: the best designs of one study's exported search join the initial
+    design of a search on another benchmark, after the presets, named by archive and rank."""
+    from metaopt.store.meta_archive import best_designs, read_meta_runs
+
+    source = write(tmp_path, "source", trials=8, seeds="[1]")
+    assert main(["optimize", str(source), "--quiet"]) == 0
+    exported = tmp_path / "source.jsonl.gz"
+    assert main(["study", "export-meta", str(tmp_path / "source"), "--out", str(exported)]) == 0
+    best = best_designs(read_meta_runs(exported), 2)
+    assert len(best) == 2
+    target = tmp_path / "target.yaml"
+    target.write_text(STUDY.format(trials=8, out=tmp_path / "target")
+                      .replace("synthetic:mlp", "synthetic:boosting")
+                      .replace("  seeds: [1, 2]\n", f"  seeds: [1]\n  initial_presets: false\n"
+                                                    f"  warm_start: [{{archive: {exported}, top: 2}}]\n", 1))
+    capsys.readouterr()
+    assert main(["optimize", str(target), "--quiet"]) == 0
+    assert f"2 known designs for SMAC's initial design (as many as its trials leave room for, in this order): " \
+           f"{exported}#1, {exported}#2" in capsys.readouterr().out
+    assert {h for h, _, _ in best} <= set(log(tmp_path / "target", 1)["hash"])  # SMAC ran them
+    # a missing archive is one line naming the field, before anything is written
+    target.write_text(target.read_text().replace(str(exported), str(tmp_path / "nowhere.jsonl.gz"))
+                      .replace(str(tmp_path / "target"), str(tmp_path / "other")))
+    assert main(["optimize", str(target), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "meta.warm_start[0].archive" in err
+    assert not (tmp_path / "other").exists()
+
+
+def test_smac_races_designs_over_inner_seeds(tmp_path, capsys):
+    """meta.inner_seeds = 2: SMAC's intensifier runs designs on (instance, seed) pairs of two seeds and
+    its incumbent on all of them; γ*'s mean averages the seeds of each instance first."""
+    path = write(tmp_path, "raced", trials=16, seeds="[1]")
+    path.write_text(path.read_text().replace("  seeds: [1]\n", "  seeds: [1]\n  inner_seeds: 2\n", 1))
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    archive = pd.read_csv(tmp_path / "raced" / "meta" / "archive.csv")
+    assert archive["seed"].nunique() == 2
+    pairs = archive.groupby("hash")[["instance", "seed"]].apply(lambda t: len(set(zip(t["instance"], t["seed"]))))
+    assert pairs.max() > 3  # a design raced on more (instance, seed) pairs than there are instances
+    star = json.loads((tmp_path / "raced" / "meta" / "gamma_star.json").read_text())
+    mine = archive[archive["hash"] == star["hash"]]
+    assert star["mean_objective"] == pytest.approx(mine.groupby("instance")["objective"].mean().mean())
+    # racing is the algorithm-configuration search's
+    path.write_text(path.read_text().replace("  inner_seeds: 2\n", "  inner_seeds: 2\n  optimizer: random\n", 1)
+                    .replace(str(tmp_path / "raced"), str(tmp_path / "other")))
+    capsys.readouterr()
+    assert main(["optimize", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "inner_seeds" in err and not (tmp_path / "other").exists()
+
+
+def test_the_best_known_design_is_always_a_selection_candidate():
+    """The search's best are its luckiest runs too: the best known design joins the candidates (once),
+    so that a proposed design becomes gamma* only by beating it on the selection's fresh seeds."""
+    from metaopt.stages.meta import _with_best_known_design
+
+    rows = [("lucky", "1", 0.0), ("lucky", "2", 0.0), ("second", "1", 0.1), ("second", "2", 0.0),
+            ("preset", "1", 0.1), ("preset", "2", 0.1), ("worse_preset", "1", 0.3), ("worse_preset", "2", 0.3)]
+    archive = pd.DataFrame([{"hash": h, "instance": i, "seed": 1, "objective": o} for h, i, o in rows])
+    known = {"preset": "bohb", "worse_preset": "rs"}
+    pool = selection_pool(archive, ["1", "2"], 2)
+    assert list(pool.index) == ["lucky", "second"]
+    with_known = _with_best_known_design(pool, archive, ["1", "2"], known)
+    assert list(with_known.index) == ["lucky", "second", "preset"]
+    assert with_known.loc["preset", "difference"] == pytest.approx(0.1)
+    wide = selection_pool(archive, ["1", "2"], 3)
+    assert _with_best_known_design(wide, archive, ["1", "2"], known).equals(wide)  # already a candidate
+    assert _with_best_known_design(pool, archive, ["1", "2"], {}).equals(pool)  # no known design
+
+
+def test_a_finished_search_is_restored_from_its_meta_archive_without_replaying(tmp_path, capsys):
+    """export-meta carries the search's trials logs: a finished search continued from its archive on
+    another machine gets the same trials log, archive and gamma* byte for byte, and SMAC proposes
+    nothing again; a damaged trials-log line is one error naming the file and line."""
+    whole = write(tmp_path, "whole", trials=8, seeds="[1]")
+    assert main(["optimize", str(whole), "--quiet"]) == 0
+    exported = tmp_path / "meta_runs.jsonl.gz"
+    assert main(["study", "export-meta", str(tmp_path / "whole"), "--out", str(exported)]) == 0
+    restored = tmp_path / "restored.yaml"
+    restored.write_text(whole.read_text().replace(str(tmp_path / "whole"), str(tmp_path / "restored"))
+                        .replace("  seeds: [1]\n", f"  seeds: [1]\n  archive: {exported}\n", 1))
+    capsys.readouterr()
+    import metaopt.stages.meta_search as meta_search
+
+    proposed = []
+    original = meta_search.SmacSearch._propose
+    meta_search.SmacSearch._propose = lambda self, n: proposed.append(n) or original(self, n)
+    try:
+        assert main(["optimize", str(restored), "--quiet"]) == 0
+    finally:
+        meta_search.SmacSearch._propose = original
+    assert proposed == []  # SMAC was not replayed
+    assert f"8 trials restored from {exported}); the search is not rerun" in capsys.readouterr().out
+    assert results(tmp_path / "restored") == results(tmp_path / "whole")
+    log_name = "meta/trials-seed-1.jsonl"
+    assert (tmp_path / "restored" / log_name).read_bytes() == (tmp_path / "whole" / log_name).read_bytes()
+    import gzip
+
+    lines = gzip.decompress(exported.read_bytes()).decode().splitlines()
+    exported.write_bytes(gzip.compress(("\n".join(lines[:-1] + ['{"trials_log": {"meta_seed": 1}}']) + "\n").encode()))
+    shutil_rmtree = __import__("shutil").rmtree
+    shutil_rmtree(tmp_path / "restored")
+    capsys.readouterr()
+    assert main(["optimize", str(restored), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"line {len(lines)} is not a trials log" in err

@@ -5,10 +5,10 @@ import pandas as pd
 import pytest
 from ConfigSpace import Categorical, ConfigurationSpace, EqualsCondition, Float
 
-from metaopt.ablation_estimators import SurrogateEstimator
+from metaopt.stages.ablation_estimators import SurrogateEstimator
 from metaopt.analysis.meta_model import INACTIVE, encode, meta_archive_model
 from metaopt.analysis.report import _archive_configs, _surrogate_scores
-from metaopt.meta_archive import gamma_hash
+from metaopt.store.meta_archive import gamma_hash
 from metaopt.spaces.design_space import design_space, validate
 from metaopt.spaces.restrictions import get_restriction
 

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metaopt.benchmarks import get_benchmark
-from metaopt.budget import Budget
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.budget import Budget
 from metaopt.cli import main
-from metaopt.errors import UsageError
-from metaopt.references import get_reference, resolve_budget
+from metaopt.core.errors import UsageError
+from metaopt.core.references import get_reference, resolve_budget
 
 POOL = "pooled:synthetic:mlp+synthetic:rosenbrock"
 
@@ -37,9 +37,9 @@ def test_a_pooled_benchmark_is_its_members_instances_under_scenario_prefixes():
 def test_what_differs_between_members_fails_with_a_message():
     pool = get_benchmark(POOL)
     with pytest.raises(UsageError, match="no single search space"):
-        pool.search_space
+        _ = pool.search_space
     with pytest.raises(UsageError, match="no single fidelity"):
-        pool.fidelity
+        _ = pool.fidelity
     with pytest.raises(UsageError, match="unknown instance 'mlp:nope'.*<scenario>:<instance>"):
         pool.problem("mlp:nope")
     with pytest.raises(UsageError, match="at least two members"):
@@ -121,3 +121,15 @@ def test_a_study_needs_a_meta_or_an_evaluation_section(tmp_path, capsys):
     path.write_text(f"name: e\nbenchmark: synthetic:mlp\nbudget: 4d\noutput: {tmp_path / 'out'}\n")
     assert main(["study", "run", str(path), "--quiet"]) == 2
     assert "a 'meta' section, an 'evaluation' section or both" in capsys.readouterr().err
+
+
+def test_named_instances_checks_the_names_and_keeps_them_as_given():
+    """The one check of a list of instances (a study's and `metaopt ablate --instances`): unknown and
+    repeated names fail, the names are kept (a pooled benchmark's keep their scenario prefix)."""
+    mlp, pool = get_benchmark("synthetic:mlp"), get_benchmark(POOL)
+    assert mlp.named_instances(["2", 0]) == ["2", "0"]
+    assert pool.named_instances(["mlp:1", "rosenbrock:0"]) == ["mlp:1", "rosenbrock:0"]
+    with pytest.raises(UsageError, match="instance '0' is listed twice"):
+        mlp.named_instances(["0", 0])
+    with pytest.raises(UsageError, match="unknown instance 'nope'"):
+        mlp.named_instances(["0", "nope"])

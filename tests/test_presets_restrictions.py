@@ -6,9 +6,9 @@ import math
 import pytest
 from ConfigSpace import ConfigurationSpace
 
-from metaopt.benchmarks import get_benchmark, list_benchmark_names
-from metaopt.errors import UsageError
-from metaopt.simclock import run
+from metaopt.core.benchmarks import get_benchmark, list_benchmark_names
+from metaopt.core.errors import UsageError
+from metaopt.engine.simclock import run
 from metaopt.spaces.design_space import design_space, validate
 from metaopt.spaces.presets import PRESETS
 from metaopt.spaces.restrictions import RESTRICTIONS, get_restriction
@@ -39,7 +39,7 @@ def test_preset_is_valid_and_runs_on_every_benchmark(name, benchmarks):
 
 
 def test_table5_values():
-    from metaopt.benchmarks.base import Fidelity
+    from metaopt.core.benchmarks.base import Fidelity
 
     g = PRESETS["smashy_lcbench_hb"].config(Fidelity("epoch", 1, 52, True))
     assert g["mu"] == 5 and math.exp(g["log_eta_fid"]) == pytest.approx(3.11)
@@ -102,7 +102,7 @@ def test_table3_restrictions_are_restrictions_of_table4():
 
 
 def test_presets_json_serializable():
-    from metaopt.benchmarks.base import Fidelity
+    from metaopt.core.benchmarks.base import Fidelity
 
     for preset in PRESETS.values():
         json.dumps(preset.config(Fidelity("epoch", 1, 52, True)))

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from ConfigSpace import Configuration
 
-from metaopt.benchmarks import get_benchmark
-from metaopt.references import Reference, _cache_path, compute_reference, get_reference
-from metaopt.space_codec import SpaceCodec, _native
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.references import Reference, _cache_path, compute_reference, get_reference
+from metaopt.core.space_codec import SpaceCodec, _native
 
 BENCH = get_benchmark("synthetic:boosting")
 
@@ -63,8 +63,8 @@ def test_codec_sampling_is_seeded():
 
 
 USER_BENCHMARK = '''
-from metaopt.benchmarks.base import Evaluation
-from metaopt.benchmarks.synthetic import SyntheticBenchmark
+from metaopt.core.benchmarks.base import Evaluation
+from metaopt.core.benchmarks.synthetic import SyntheticBenchmark
 
 POWER = {shift}
 
@@ -112,7 +112,7 @@ def test_an_edited_user_benchmark_gets_new_references(tmp_path):
 
 def test_the_cache_key_covers_space_fidelity_and_instance():
 
-    from metaopt.references import cache_key
+    from metaopt.core.references import cache_key
 
     inst = BENCH.test_instances[0]
     key = cache_key(BENCH, inst)
@@ -125,7 +125,7 @@ def test_the_cache_key_covers_space_fidelity_and_instance():
 def test_yahpo_fingerprint_covers_the_data_files(yahpo_data, tmp_path):
     import shutil
 
-    from metaopt.benchmarks.yahpo import YahpoBenchmark
+    from metaopt.core.benchmarks.yahpo import YahpoBenchmark
 
     shutil.copytree(yahpo_data / "lcbench", tmp_path / "lcbench")
     same = YahpoBenchmark("lcbench", tmp_path).fingerprint()
@@ -155,8 +155,8 @@ def test_a_damaged_cached_reference_is_recomputed_with_a_warning(capsys, damage)
 
 
 def test_a_reference_without_a_span_is_refused_in_one_line():
-    from metaopt.errors import UsageError
-    from metaopt.references import check_reference
+    from metaopt.core.errors import UsageError
+    from metaopt.core.references import check_reference
 
     with pytest.raises(UsageError, match="y_min < y_max"):
         check_reference(Reference(1.0, 1.0), "x instance 0")

@@ -9,10 +9,10 @@ import sys
 import pytest
 from ConfigSpace import ForbiddenAndConjunction, InCondition
 
-import metaopt.benchmarks as benchmarks
+import metaopt.core.benchmarks as benchmarks
 import metaopt.components
-from metaopt.errors import UsageError
-from metaopt.registry import (
+from metaopt.core.errors import UsageError
+from metaopt.core.registry import (
     CATEGORIES,
     activating_choices,
     base_of,

@@ -11,8 +11,8 @@ import yaml
 
 from metaopt.analysis import figures
 from metaopt.cli import main
-from metaopt.meta_archive import choose_gamma_star, gamma_hash, meta_archive
-from metaopt.run_io import jsonable
+from metaopt.store.meta_archive import choose_gamma_star, gamma_hash, meta_archive
+from metaopt.store.run_io import jsonable
 
 STUDY = """
 name: tiny_report

@@ -8,7 +8,7 @@ import pytest
 
 from metaopt.analysis.reproductions import load_claims, write_reproductions
 from metaopt.cli import main
-from metaopt.errors import UsageError
+from metaopt.core.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -219,7 +219,7 @@ def test_bad_claims_files_name_the_field(tmp_path, text, fragment):
 
 
 def test_the_shipped_claims_name_existing_studies_and_their_optimizers():
-    from metaopt.study_spec import load_study
+    from metaopt.store.study_spec import load_study
 
     for claim in load_claims(REPO / "docs" / "claims.yaml"):
         evaluated = set()

@@ -20,12 +20,12 @@ from ConfigSpace import (
 )
 
 from metaopt.components.samplers import KDESampler, UniformSampler
-from metaopt.archive import Archive
-from metaopt.benchmarks import get_benchmark
-from metaopt.budget import Budget
-from metaopt.context import ProposalContext, RunState
-from metaopt.registry import get_component
-from metaopt.space_codec import SpaceCodec
+from metaopt.core.archive import Archive
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.budget import Budget
+from metaopt.core.context import ProposalContext, RunState
+from metaopt.core.registry import get_component
+from metaopt.core.space_codec import SpaceCodec
 
 MLP = get_benchmark("synthetic:mlp").problem("0")  # int, log int, log float, categorical, conditional
 R_MAX = float(MLP.fidelity.r_max)

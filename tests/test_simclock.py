@@ -12,15 +12,15 @@ import pytest
 from ConfigSpace import ConfigurationSpace, Float
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from metaopt.archive import Archive
-from metaopt.benchmarks import get_benchmark
-from metaopt.benchmarks.function import FunctionBenchmark
-from metaopt.budget import BUDGET_TOLERANCE, Budget
+from metaopt.core.archive import Archive
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.benchmarks.function import FunctionBenchmark
+from metaopt.core.budget import BUDGET_TOLERANCE, Budget
 from metaopt.components.async_schedules import AsyncSuccessiveHalving, RungResults
 from metaopt.components.pending import ConstantLiar, IgnorePending
-from metaopt.errors import UsageError
-from metaopt.loop import AskTell, run as run_loop
-from metaopt.simclock import CLOCK_COLUMNS, SimClock, run
+from metaopt.core.errors import UsageError
+from metaopt.engine.loop import AskTell, run as run_loop
+from metaopt.engine.simclock import CLOCK_COLUMNS, SimClock, run
 from metaopt.spaces.design_space import design_space, validate
 from metaopt.spaces.presets import get_preset
 

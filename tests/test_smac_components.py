@@ -6,17 +6,17 @@ import pytest
 from scipy import integrate
 from scipy.stats import norm
 
-from metaopt.archive import Archive
-from metaopt.benchmarks import get_benchmark
-from metaopt.budget import Budget
+from metaopt.core.archive import Archive
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.budget import Budget
 from metaopt.components.acquisition import log_expected_improvement
 from metaopt.components.filters import LocalAndRandomFilter, Scorer, target_transform
 from metaopt.components.samplers import UniformSampler
 from metaopt.components.surrogates import GaussianProcess, RandomForest
-from metaopt.context import ProposalContext, RunState
-from metaopt.loop import Optimizer, run
-from metaopt.registry import components
-from metaopt.space_codec import SpaceCodec
+from metaopt.core.context import ProposalContext, RunState
+from metaopt.engine.loop import Optimizer, run
+from metaopt.core.registry import components
+from metaopt.core.space_codec import SpaceCodec
 from metaopt.spaces.design_space import design_space
 from metaopt.spaces.presets import get_preset
 from metaopt.spaces.restrictions import TABLE4_DEFAULTS, get_restriction

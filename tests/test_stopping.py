@@ -8,15 +8,15 @@ import pytest
 from ConfigSpace import ConfigurationSpace
 
 from metaopt.analysis.termination import rtc, ryc
-from metaopt.evaluation import termination_metrics
+from metaopt.stages.evaluation import termination_metrics
 from metaopt.spaces.design_space import without_stopping
 from metaopt.components.stopping import WARMUP, ConvergenceRule, EIThresholdRule, RegretBoundRule, beta
-from metaopt.archive import Archive
-from metaopt.benchmarks import get_benchmark
-from metaopt.benchmarks.base import Benchmark, Evaluation, Fidelity
-from metaopt.budget import Budget
-from metaopt.context import RunState
-from metaopt.loop import run
+from metaopt.core.archive import Archive
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.benchmarks.base import Benchmark, Evaluation, Fidelity
+from metaopt.core.budget import Budget
+from metaopt.core.context import RunState
+from metaopt.engine.loop import run
 from metaopt.spaces.design_space import validate
 from metaopt.spaces.presets import get_preset
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from metaopt.benchmarks import get_benchmark
-from metaopt.errors import UsageError
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.errors import UsageError
 from metaopt.spaces.presets import get_preset
 from metaopt.spaces.resolve import is_gamma_star, resolve_optimizer
-from metaopt.store import StudyStore
-from metaopt.study_spec import OptimizerVariant
+from metaopt.store.store import StudyStore, read_gamma_star
+from metaopt.store.study_spec import OptimizerVariant
 
 
 def test_the_store_layout_is_the_documented_one(tmp_path):
@@ -95,8 +95,8 @@ def test_a_variant_error_names_the_field_and_the_variant(fidelity):
 def test_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path):
     """The lock is on the output folder itself: removing ``.lock`` (which only names the holder) does not
     release it, and a second taker is still refused."""
-    from metaopt.errors import UsageError
-    from metaopt.store_utils import output_lock
+    from metaopt.core.errors import UsageError
+    from metaopt.core.store_utils import output_lock
 
     with output_lock(tmp_path / "out"):
         (tmp_path / "out" / ".lock").unlink()
@@ -108,9 +108,25 @@ def test_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path):
 
 
 def test_a_failed_command_leaves_no_folder_it_created(tmp_path):
-    from metaopt.store_utils import output_lock
+    from metaopt.core.store_utils import output_lock
 
     with pytest.raises(RuntimeError):
         with output_lock(tmp_path / "new"):
             raise RuntimeError("the scheduler cannot be reached")
     assert not (tmp_path / "new").exists()
+
+
+def test_read_gamma_star_returns_the_record_and_names_a_damaged_file(tmp_path):
+    """The one reader of gamma* files: the whole record of an intact file; a one-line UsageError naming
+    a cut-short, non-object or config-less file; FileNotFoundError for a missing one."""
+    path = tmp_path / "gamma_star.json"
+    record = {"config": {"mu": 20}, "n_trials": 40, "known_design": "hb"}
+    text = json.dumps(record)
+    path.write_text(text)
+    assert read_gamma_star(path) == record
+    for damaged in (text[: len(text) // 2], "[1, 2]", '{"n_trials": 40}', '{"config": 3}'):
+        path.write_text(damaged)
+        with pytest.raises(UsageError, match=f"{path} is damaged .*not a complete gamma"):
+            read_gamma_star(path)
+    with pytest.raises(FileNotFoundError):
+        read_gamma_star(tmp_path / "missing.json")

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from metaopt.cli import main
-from metaopt.errors import UsageError
-from metaopt.study_spec import load_study
+from metaopt.core.errors import UsageError
+from metaopt.store.study_spec import load_study
 
 STUDY = """
 name: tiny
@@ -282,7 +282,7 @@ def test_a_study_that_is_a_folder_or_binary_is_one_line(tmp_path, capsys, conten
 
 
 def test_a_valid_gamma_star_from_and_ablation_files_pass(tmp_path):
-    from metaopt.study import StudyContext
+    from metaopt.stages.study import StudyContext
 
     (tmp_path / "g.json").write_text(GAMMA_STAR)
     text = STUDY.format(out=tmp_path / "out").replace("[rs, hb]", "[rs, gamma_star]").replace(
@@ -294,7 +294,7 @@ def test_a_valid_gamma_star_from_and_ablation_files_pass(tmp_path):
 
 
 def test_train_test_overlap_is_one_warning_line(tmp_path, capsys):
-    from metaopt.study import StudyContext
+    from metaopt.stages.study import StudyContext
 
     text = _meta(STUDY.format(out=tmp_path / "out")).replace("{split: train, limit: 1}", "['2', '0']")
     StudyContext(load_study(write_study(tmp_path, text.replace("{split: test, limit: 2}", "['0', '1']"))), None)
@@ -307,7 +307,7 @@ def test_train_test_overlap_is_one_warning_line(tmp_path, capsys):
 @pytest.mark.parametrize("importance, line", [("false", "importance: skipped (the study sets 'importance: false')"),
                                               ("true", "importance: skipped for the full space")])
 def test_importance_false_skips_the_importance_stage(tmp_path, capsys, importance, line):
-    from metaopt.study import run_stages
+    from metaopt.stages.study import run_stages
 
     text = _meta(STUDY.format(out=tmp_path / "out")) + f"importance: {importance}\n"
     run_stages(load_study(write_study(tmp_path, text)), ["importance"], quiet=True)
@@ -318,7 +318,7 @@ def test_shipped_study_files_are_valid(yahpo_data):
     """Every study file in studies/ loads and resolves against its benchmark (instances, restrictions, budgets)."""
     from pathlib import Path
 
-    from metaopt.study import StudyContext
+    from metaopt.stages.study import StudyContext
 
     folder = Path(__file__).resolve().parents[1] / "studies"
     files = sorted(folder.glob("*.yaml"))
@@ -433,10 +433,10 @@ def test_one_configuration_under_two_names_is_run_once_and_stored_for_both(tmp_p
 
 
 def test_evaluation_runs_peers_and_reports_missing_ones_as_skipped(tmp_path, capsys, monkeypatch):
-    import metaopt.peers
+    import metaopt.engine.peers
 
-    real = metaopt.peers.peer_status
-    monkeypatch.setattr(metaopt.peers, "peer_status",
+    real = metaopt.engine.peers.peer_status
+    monkeypatch.setattr(metaopt.engine.peers, "peer_status",
                         lambda: {**real(), "optuna_tpe": "skipped (not installed: pip install .[peers])"})
     text = STUDY.format(out=tmp_path / "out").replace("optimizers: [rs, hb]", "optimizers: [rs, smac_hb, optuna_tpe]")
     path = write_study(tmp_path, text.replace("limit: 2", "limit: 1").replace("seeds: 2", "seeds: 1"))

@@ -16,10 +16,10 @@ from metaopt.components.acquisition import (
 )
 from metaopt.components.surrogates import (KKNN7, KNN1, TPE, Featureless, GaussianProcess, Surrogate, nearest_indices,
                                          samworth_weights, squared_distances)
-from metaopt.benchmarks.base import Fidelity
-from metaopt.features import INACTIVE, ONE_HOT, FeatureEncoder
-from metaopt.registry import get_component
-from metaopt.space_codec import SpaceCodec
+from metaopt.core.benchmarks.base import Fidelity
+from metaopt.core.features import INACTIVE, ONE_HOT, FeatureEncoder
+from metaopt.core.registry import get_component
+from metaopt.core.space_codec import SpaceCodec
 
 SURROGATES = ["knn1", "kknn7", "tpe", "rf", "gp"]
 FIDELITY = Fidelity("epoch", 1, 81, is_int=True)

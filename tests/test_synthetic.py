@@ -1,4 +1,4 @@
-"""The embedded synthetic multi-fidelity benchmarks (metaopt.benchmarks.synthetic)."""
+"""The embedded synthetic multi-fidelity benchmarks (metaopt.core.benchmarks.synthetic)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import spearmanr
 
-from metaopt.benchmarks.base import split_instances
-from metaopt.benchmarks import synthetic_calibration
-from metaopt.benchmarks.synthetic import FAMILIES, N_INSTANCES, SyntheticBenchmark, _instance, _rotation
-from metaopt.benchmarks.synthetic_calibration import GAP_RTOL, calibrate_all
-from metaopt.benchmarks.synthetic_gaps import GAPS
-from metaopt.errors import UsageError
+from metaopt.core.benchmarks.base import split_instances
+from metaopt.core.benchmarks import synthetic_calibration
+from metaopt.core.benchmarks.synthetic import FAMILIES, N_INSTANCES, SyntheticBenchmark, _instance, _rotation
+from metaopt.core.benchmarks.synthetic_calibration import GAP_RTOL, calibrate_all
+from metaopt.core.benchmarks.synthetic_gaps import GAPS
+from metaopt.core.errors import UsageError
 
 
 def _sample(bench: SyntheticBenchmark, n: int, seed: int = 0) -> list[dict]:
@@ -164,7 +164,7 @@ def test_evaluation_is_deterministic_and_batch_independent(family):
 
 def test_instances_are_the_same_in_a_fresh_process():
     code = (
-        "from metaopt.benchmarks.synthetic import SyntheticBenchmark as S\n"
+        "from metaopt.core.benchmarks.synthetic import SyntheticBenchmark as S\n"
         "b = S('mlp'); c = b.optimum_config('7'); c['learning_rate'] *= 1.5\n"
         "print(repr(b.best_known('7')), b.evaluate('7', [c], [3]).loss.tobytes().hex())\n"
     )
@@ -226,11 +226,11 @@ def test_rotation_is_the_orthogonal_factor():
 
 _FINGERPRINT = """
 import json
-from metaopt.benchmarks import synthetic_calibration
-from metaopt.benchmarks.synthetic import FAMILIES, N_INSTANCES, SyntheticBenchmark, _instance, _rotation
-from metaopt.benchmarks.synthetic_calibration import GAP_RTOL, calibrate_all
-from metaopt.benchmarks.synthetic_gaps import GAPS
-from metaopt.benchmarks.synthetic_calibration import calibrate_all
+from metaopt.core.benchmarks import synthetic_calibration
+from metaopt.core.benchmarks.synthetic import FAMILIES, N_INSTANCES, SyntheticBenchmark, _instance, _rotation
+from metaopt.core.benchmarks.synthetic_calibration import GAP_RTOL, calibrate_all
+from metaopt.core.benchmarks.synthetic_gaps import GAPS
+from metaopt.core.benchmarks.synthetic_calibration import calibrate_all
 configs = json.loads({configs!r})
 out = {{"gaps/" + family: gaps for family, gaps in calibrate_all().items()}}
 for family in FAMILIES:
@@ -298,10 +298,10 @@ def test_instances_and_losses_agree_under_every_cpu_feature_level():
 
 _RUNS = """
 import json, os
-from metaopt.benchmarks import get_benchmark
-from metaopt.budget import Budget
-from metaopt.loop import run
-from metaopt.references import get_reference
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.budget import Budget
+from metaopt.engine.loop import run
+from metaopt.core.references import get_reference
 from metaopt.spaces.presets import get_preset
 bench = get_benchmark("synthetic:mlp")
 problem = bench.problem("3")

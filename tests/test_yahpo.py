@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import yahpo_gym
 
-from metaopt.benchmarks.yahpo import YahpoBenchmark, available_scenarios
-from metaopt.errors import DataError, UsageError
+from metaopt.core.benchmarks.yahpo import YahpoBenchmark, available_scenarios
+from metaopt.core.errors import DataError, UsageError
 
 SCENARIOS = ["lcbench", "nb301", "rbv2_rpart", "rbv2_xgboost"]
 LCBENCH_TRAIN = ["3945", "7593", "126026", "167201", "168329", "168868", "168908", "189354"]

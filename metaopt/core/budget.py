@@ -1,0 +1,198 @@
+"""Budgets and their accounting.
+
+A budget is given in full-evaluation equivalents (Σ r/r_max, default), in cost units (simulated
+seconds), or in typical costs of the instance (for comparisons under equal cost across instances
+whose costs differ by orders of magnitude; resolved per instance into cost units, see
+:func:`metaopt.core.references.resolve_budget`). :class:`Budget` is what was asked for;
+:class:`BudgetMeter` is the account of one run against it (docs/design.md §4), kept by the optimizer
+loop and by the peer runs alike.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from metaopt.core.errors import UsageError
+
+BudgetUnit = Literal["full_evals", "cost", "typical_cost", "full_evals_per_d"]
+
+BUDGET_TOLERANCE = 1e-9
+"""Slack for floating-point sums in budget checks: an evaluation fits if the spending stays within
+B + BUDGET_TOLERANCE, and a run whose spent fraction reaches 1 - BUDGET_TOLERANCE has spent its budget."""
+
+_PATTERN = re.compile(r"^\s*(?P<num>\d+(\.\d*)?|\.\d+)\s*(?P<unit>dc|d|s|c)?\s*$")
+
+
+def split_spec(spec: str | float | int) -> tuple[float, str]:
+    """A budget spec's number and unit suffix: ``30dc`` -> (30.0, "dc"), ``100`` -> (100.0, "").
+
+    The suffix is one of ``d``, ``s``, ``c``, ``dc`` or empty (see :meth:`Budget.parse`);
+    UsageError when ``spec`` is not a budget.
+    """
+    text = str(spec)
+    match = _PATTERN.match(text)
+    if not match:
+        raise UsageError(
+            f"budget {text!r} is not understood; use e.g. '30d' (30 x d full evaluations), "
+            "'100' (full evaluations), '3600s' (cost units, i.e. simulated seconds), '30dc' or '100c' (the cost "
+            "of 30 x d or 100 typical full evaluations of the instance)"
+        )
+    return float(match["num"]), match["unit"] or ""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A resolved budget: ``amount`` of ``unit``; ``spec`` keeps what the user wrote (e.g. ``30d``)."""
+
+    amount: float
+    unit: BudgetUnit = "full_evals"
+    spec: str = ""
+
+    def __post_init__(self) -> None:
+        if not (self.amount > 0 and math.isfinite(self.amount)):
+            raise UsageError(f"budget must be a positive, finite amount, got {self.spec or self.amount}")
+
+    @classmethod
+    def parse(cls, spec: Budget | str | float, d: int | None) -> Budget:
+        """Parse ``30d`` (30 × d full evaluations), ``100`` (full evaluations), ``3600s`` (cost units),
+        ``100c`` (the cost of 100 typical full evaluations of the instance) or ``30dc`` (of 30 × d).
+
+        ``d`` None (a pooled benchmark, whose instances' dimensions differ): ``30d`` stays 30 full
+        evaluations per hyperparameter (unit ``full_evals_per_d``), resolved per instance by
+        :meth:`for_dimension` before a run starts; ``30dc`` is not allowed."""
+        if isinstance(spec, Budget):
+            return spec if d is None else spec.for_dimension(d)
+        num, unit = split_spec(spec)
+        text = str(spec).strip()
+        if d is None and unit == "dc":
+            raise UsageError(f"budget {text}: a budget in typical costs per hyperparameter needs one benchmark's d")
+        if unit == "d":
+            budget = cls(num, "full_evals_per_d", text) if d is None else cls(num * d, "full_evals", text)
+        elif unit == "s":
+            budget = cls(num, "cost", text)
+        elif unit in ("c", "dc"):
+            budget = cls(num * (d if unit == "dc" and d is not None else 1), "typical_cost", text)
+        else:
+            budget = cls(num, "full_evals", text)
+        if budget.unit == "full_evals" and budget.amount < 1:
+            raise UsageError(f"budget {text} is {budget.amount:g} full evaluations; a run needs at least one")
+        return budget
+
+    def for_dimension(self, d: int) -> "Budget":
+        """A per-hyperparameter budget (``full_evals_per_d``) for an instance with ``d`` hyperparameters;
+        any other budget as it is."""
+        return Budget(self.amount * d, "full_evals", self.spec) if self.unit == "full_evals_per_d" else self
+
+    def scaled(self, factor: float) -> "Budget":
+        """This budget times ``factor`` (0 < factor <= 1: a multi-fidelity meta-search's shorter inner
+        runs), its spec rewritten to match (``30d`` × 1/3 -> ``10d``)."""
+        number, unit = split_spec(self.spec) if self.spec else (self.amount, "")
+        return Budget(self.amount * factor, self.unit, f"{number * factor:.6g}{unit}")
+
+    def in_cost_units(self, typical_cost: float) -> "Budget":
+        """A typical-cost budget as a cost budget, given the instance's typical full-evaluation cost."""
+        if self.unit != "typical_cost":
+            return self
+        return Budget(self.amount * typical_cost, "cost", self.spec)
+
+    def fraction(self, budget_used: float, cost_used: float) -> float:
+        """Progress t = spent / B in the budget's own unit."""
+        if self.unit in ("typical_cost", "full_evals_per_d"):
+            raise ValueError(f"budget {self.spec}: resolve it per instance first (metaopt.core.references.resolve_budget)")
+        spent = budget_used if self.unit == "full_evals" else cost_used
+        return spent / self.amount
+
+    def __str__(self) -> str:
+        unit = {"full_evals": "full evaluations", "cost": "cost units", "typical_cost": "typical evaluation costs",
+                "full_evals_per_d": "full evaluations per hyperparameter"}[self.unit]
+        return f"{self.amount:g} {unit}" + (f" ({self.spec})" if self.spec else "")
+
+
+class BudgetMeter:
+    """The budget account of one run: what it has spent, what is left, what still fits.
+
+    Created at the start of a run (by the optimizer loop and by a peer run) from the run's resolved
+    budget (full evaluations or cost units; typical-cost budgets are resolved per instance first,
+    :func:`metaopt.core.references.resolve_budget`) and the problem's largest fidelity ``r_max``.
+    An evaluation at fidelity r spends r/r_max full-evaluation equivalents (a promoted configuration
+    pays its full r again) and its cost. A run never spends more than B + :data:`BUDGET_TOLERANCE`:
+
+    - full-evaluation budget: before a batch is evaluated, :meth:`how_many_fit` says how long a
+      prefix of it fits into what is left; the rest is not evaluated;
+    - cost budget: a cost is known only once evaluated, so the whole batch is evaluated and
+      :meth:`affordable` says how long a prefix of it finished within the budget; the rest finished
+      after the budget was spent and is discarded unseen.
+
+    After the kept evaluations are recorded, :meth:`charge` books them.
+    """
+
+    def __init__(self, budget: Budget, r_max: float) -> None:
+        if budget.unit == "typical_cost":
+            raise ValueError(f"budget {budget.spec}: resolve it per instance first (Budget.in_cost_units)")
+        self.budget = budget
+        self.r_max = r_max
+        self.budget_used = 0.0
+        """Full-evaluation equivalents spent so far (Σ r/r_max), whatever the budget's unit."""
+        self.cost_used = 0.0
+        """Cost units spent so far (Σ cost), whatever the budget's unit."""
+
+    def step(self, fidelity: float) -> float:
+        """Full-evaluation equivalents one evaluation at ``fidelity`` spends: r/r_max."""
+        return fidelity / self.r_max
+
+    def left(self) -> float:
+        """What is left of the budget, in its own unit (at least -BUDGET_TOLERANCE)."""
+        spent = self.budget_used if self.budget.unit == "full_evals" else self.cost_used
+        return self.budget.amount - spent
+
+    def how_many_fit(self, n: int, fidelity: float) -> int:
+        """Called before a batch of ``n`` evaluations at ``fidelity`` is evaluated.
+
+        Returns how many of them (a prefix of the batch, 0..n) to evaluate: for a full-evaluation
+        budget, as many as fit into what is left; for a cost budget all ``n`` (their costs are not
+        known yet: :meth:`affordable` decides once they are).
+        """
+        if self.budget.unit != "full_evals":
+            return n
+        left = self.left()
+        fits = int(np.floor((left + BUDGET_TOLERANCE) / self.step(fidelity))) if left > 0 else 0
+        return max(min(fits, n), 0)
+
+    def affordable(self, costs: ArrayLike) -> int:
+        """Called after a batch was evaluated, with the costs of its evaluations in batch order.
+
+        Returns how many of them (a prefix, 0..len(costs)) finished within the budget: for a cost
+        budget, the evaluations whose cumulative cost stays within what is left; for a
+        full-evaluation budget all of them (:meth:`how_many_fit` has already decided).
+        """
+        costs = np.asarray(costs, dtype=float)
+        if self.budget.unit != "cost":
+            return len(costs)
+        left = self.left()
+        return int(np.searchsorted(np.cumsum(costs), left + BUDGET_TOLERANCE, side="right"))
+
+    def charge(self, fidelity: float, costs: ArrayLike) -> None:
+        """Book a batch of evaluations at one ``fidelity`` with their ``costs`` (the kept ones only).
+
+        Called once per batch, after the evaluations are recorded: adds len(costs)·r/r_max to
+        :attr:`budget_used` and Σ costs to :attr:`cost_used`.
+        """
+        costs = np.asarray(costs, dtype=float)
+        self.budget_used += len(costs) * self.step(fidelity)
+        self.cost_used += float(costs.sum())
+
+    @property
+    def fraction_spent(self) -> float:
+        """Progress t = spent / B in the budget's own unit (may exceed 1 by the tolerance)."""
+        return self.budget.fraction(self.budget_used, self.cost_used)
+
+    @property
+    def exhausted(self) -> bool:
+        """True once the run has spent its budget, up to :data:`BUDGET_TOLERANCE` of it."""
+        return self.fraction_spent >= 1 - BUDGET_TOLERANCE

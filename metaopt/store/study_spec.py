@@ -1,0 +1,380 @@
+"""The study file's schema and loader: what a study YAML may say, validated (schema: studies/README.md).
+
+Called by every stage and by the report (through :func:`load_study`), so that each of them reads the
+validated spec, never the YAML as a plain dict. Checks that need the benchmark (instances,
+optimizers, budgets) are made by :class:`metaopt.stages.study.StudyContext` before any work starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from metaopt.core.errors import UsageError
+from metaopt.core.store_utils import read_text_file
+
+
+def _seed_list(value: int | list[int]) -> list[int]:
+    """The seeds of a ``seeds`` field: a count N (1 <= N <= :data:`MAX_SEEDS`) means 1..N; a list must hold
+    at most MAX_SEEDS distinct integers in [0, :data:`SEED_LIMIT`) (what numpy and SMAC accept)."""
+    allowed = (f"must be a count 1..{MAX_SEEDS} or a list of at most {MAX_SEEDS} distinct integers "
+               f"0 <= seed < 2**31")
+    if isinstance(value, int) and not 1 <= value <= MAX_SEEDS:
+        raise ValueError(allowed)
+    seeds = list(range(1, value + 1)) if isinstance(value, int) else value
+    if (not seeds or len(seeds) > MAX_SEEDS or len(set(seeds)) != len(seeds) or min(seeds) < 0
+            or max(seeds) >= SEED_LIMIT):
+        raise ValueError(allowed)
+    return seeds
+
+
+SEED_LIMIT = 2**31
+"""Seeds are integers 0 <= seed < 2**31: numpy takes any, SMAC's seeds must fit a C int."""
+MAX_SEEDS = 10_000
+"""The most seeds a ``seeds`` field may give (each is a run per instance and optimizer)."""
+
+
+class InstanceSelection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    split: Literal["train", "test", "all"] = "test"
+    limit: int | None = Field(default=None, ge=1)
+
+
+def _ids(value: object) -> object:
+    return [str(v) for v in value] if isinstance(value, list) else value
+
+
+class _InstancesAndSeeds(BaseModel):
+    """Which instances and seeds a stage runs on (seeds: a count N means 1..N)."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+    instances: InstanceSelection | list[str] = InstanceSelection()
+    seeds: int | list[int] = 1
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _no_bool_seeds(cls, value: object) -> object:
+        if isinstance(value, bool) or (isinstance(value, list) and any(isinstance(v, bool) for v in value)):
+            raise ValueError("must be a positive count or a list of distinct integers >= 0, not true/false")
+        return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, value: int | list[int]) -> list[int]:
+        return _seed_list(value)
+
+    @field_validator("instances", mode="before")
+    @classmethod
+    def _instance_ids(cls, value: object) -> object:
+        return _ids(value)
+
+
+class MetaFidelity(BaseModel):
+    """Multi-fidelity meta-optimization over the inner budget (``meta.fidelity``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    min_budget: float = Field(gt=0, lt=1)
+    """The smallest inner budget, as a fraction of the study's (e.g. 0.111: 30·d → 3.3·d)."""
+    eta: int = Field(default=3, ge=2)
+    """Hyperband's η: each rung keeps the best 1/η of its designs for an η times larger inner budget."""
+
+
+class WarmStart(BaseModel):
+    """Designs another study's search found, for this search's initial design (``meta.warm_start``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    archive: str
+    """That study's compact meta-archive (``metaopt study export-meta``)."""
+    top: int = Field(default=5, ge=1, le=100)
+    """How many of its best designs (its mean objective over the instances its best-covered design ran on)."""
+
+
+class MetaSpec(_InstancesAndSeeds):
+    """How γ is searched: SMAC over training instances."""
+
+    instances: InstanceSelection | list[str] = InstanceSelection(split="train")
+    restriction: str | list[str] | None = None
+    objective: Literal["regret", "regret_at", "auc"] = "regret"
+    objective_budgets: list[float] = Field(default=[1.0], min_length=1)
+    trials: int = Field(default=100, ge=1)
+    batch_size: int = Field(default=4, ge=1)
+    """SMAC trials proposed together and run in parallel (independent of the worker count: see metaopt/stages/meta.py)."""
+    initial_presets: bool = True
+    """Whether every preset that is a point of the searched space joins SMAC's initial design."""
+    initial_configs: list[str] = Field(default_factory=list)
+    """γ files (a configuration, or a study's gamma_star.json) that join SMAC's initial design."""
+    warm_start: list[WarmStart] = Field(default_factory=list)
+    """Transfer between scenarios: the best designs of other studies' meta-archives join SMAC's initial
+    design after the presets and ``initial_configs`` (their runs are not reused: other instances)."""
+    select_top: int = Field(default=0, ge=0)
+    """γ* is chosen among this many best configurations after re-running them (0: the archive's best)."""
+    select_seeds: int = Field(default=3, ge=1)
+    """Further seeds per training instance for each of the ``select_top`` candidates."""
+    select_min_instance_fraction: float = Field(default=1.0, gt=0, le=1)
+    """Which configurations may be candidates: those run on at least this fraction of the training
+    instances, ranked by their paired difference to the best run on all (1: only those run on all)."""
+    fidelity: MetaFidelity | None = None
+    """SMAC's multi-fidelity facade over the inner budget instead of its algorithm-configuration facade:
+    a trial is a design at a fraction of the inner budget on every training instance (metaopt.stages.meta_search)."""
+    inner_seeds: int = Field(default=1, ge=1, le=10)
+    """Seeds per training instance over which SMAC's algorithm-configuration search races a design: its
+    intensifier runs a challenger on more and more of the incumbent's (instance, seed) pairs and
+    compares them on the pairs both ran, so a lucky inner run alone cannot make an incumbent (1: one
+    seed, SMAC's deterministic scenario)."""
+    optimizer: Literal["smac", "random"] = "smac"
+    """The search: SMAC's algorithm-configuration facade, or random search over the same space (each
+    configuration on every training instance)."""
+    baselines: list[Literal["random", "seeds"]] = Field(default_factory=list)
+    """Meta-level baselines run after the search for the report's picture of it: ``random`` (the same
+    trials spent by random search) and ``seeds`` (every known design on every training instance)."""
+    noise_seeds: int = Field(default=0, ge=0, le=100)
+    """γ* and the best known design re-run on this many seeds of every training instance (0: not):
+    the meta-objective's noise, drawn as a band by the report (5 or more to see it)."""
+    archive: str | None = None
+    """A compact meta-archive (``metaopt study export-meta``): its runs count as stored, so that a
+    search continues from a committed archive on another machine."""
+
+    @model_validator(mode="after")
+    def _fidelity_needs_smac(self) -> "MetaSpec":
+        if self.fidelity is not None and self.optimizer != "smac":
+            raise ValueError("fidelity (multi-fidelity meta-optimization) is SMAC's: it needs optimizer smac")
+        if self.inner_seeds > 1 and (self.fidelity is not None or self.optimizer != "smac"):
+            raise ValueError("inner_seeds > 1 races designs in SMAC's algorithm-configuration search: it needs "
+                             "optimizer smac without fidelity")
+        return self
+
+    @field_validator("baselines")
+    @classmethod
+    def _distinct_baselines(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("must name each baseline (random, seeds) at most once")
+        return value
+
+    @field_validator("batch_size", mode="before")
+    @classmethod
+    def _integer_batch_size(cls, value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("must be an integer >= 1 (the number of SMAC trials proposed and run together)")
+        return value
+
+    @field_validator("objective_budgets")
+    @classmethod
+    def _fractions(cls, value: list[float]) -> list[float]:
+        if any(not 0 < f <= 1 for f in value):
+            raise ValueError("fractions of the budget must be in (0, 1]")
+        return value
+
+
+class OptimizerVariant(BaseModel):
+    """A named optimizer defined in the study: a preset or a configuration, with parameters overridden."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    preset: str | None = None
+    config: dict[str, Any] | None = None
+    set: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "OptimizerVariant":
+        if (self.preset is None) == (self.config is None):
+            raise ValueError("give exactly one of 'preset' (a preset name) or 'config' (a configuration)")
+        return self
+
+
+class EvaluationSpec(_InstancesAndSeeds):
+    seeds: int | list[int] = 3
+    optimizers: list[str | OptimizerVariant] = Field(min_length=1)
+    report_budgets: list[str] = Field(default_factory=list)
+    gamma_star_from: str | None = None
+    cost_reference: str | None = None
+
+    def optimizer_names(self) -> list[str]:
+        """The names of the evaluated optimizers (a variant by its ``name``), in the file's order."""
+        return [item if isinstance(item, str) else item.name for item in self.optimizers]
+
+
+class AblationEntry(_InstancesAndSeeds):
+    """An ablation between two optimizers (``metaopt ablate``), run after the evaluation."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True)
+    source: str = Field(alias="from")
+    to: str
+    estimator: Literal["evaluated", "surrogate"] = "evaluated"
+    variants: list[Literal["path", "ofat", "loco"]] = Field(default=["path"], min_length=1)
+    race: bool = False
+
+
+class CompanionStudy(BaseModel):
+    """An entry of ``report_with``: a study file, and which of its optimizers join the report (all those
+    this study does not evaluate itself when not given); a plain path is short for ``{study: PATH}``."""
+
+    model_config = ConfigDict(extra="forbid")
+    study: str
+    optimizers: list[str] | None = Field(default=None, min_length=1)
+    runs: str | None = None
+    """A runs file of the companion (``metaopt study export-runs``, e.g. committed beside its report):
+    read when the companion's store holds none of the runs it adds, so that the two studies can run
+    in different sessions (:mod:`metaopt.analysis.held_out_runs`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _path_alone(cls, value: object) -> object:
+        return {"study": value} if isinstance(value, str) else value
+
+
+class StudySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    question: str = ""
+    answer: str = ""
+    benchmark: str
+    budget: str = "30d"
+    workers: int = Field(default=1, ge=1)
+    meta: MetaSpec | None = None
+    evaluation: EvaluationSpec | None = None
+    """The held-out evaluation; a study without one only meta-optimizes (e.g. on a pooled benchmark,
+    whose γ* is evaluated per scenario by studies naming it in ``evaluation.gamma_star_from``)."""
+    ablation: list[AblationEntry] = Field(default_factory=list)
+    importance: bool = True
+    output: str | None = None
+    report_with: list[CompanionStudy] = Field(default_factory=list)
+    """Studies whose held-out runs join this study's report tables (:func:`companion_studies`)."""
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, (int, float)) else value
+
+    @field_validator("name")
+    @classmethod
+    def _one_path_component(cls, value: str) -> str:
+        if value in (".", ".."):
+            raise ValueError("must be a folder name (letters, digits, '_', '-', '.'), not '.' or '..': "
+                             "the default output folder is results/<name>")
+        return value
+
+    @model_validator(mode="after")
+    def _something_to_do(self) -> "StudySpec":
+        if self.meta is None and self.evaluation is None:
+            raise ValueError("a study needs a 'meta' section, an 'evaluation' section or both")
+        return self
+
+
+class Study:
+    """A loaded study: its spec, its source text and where its results go."""
+
+    def __init__(self, spec: StudySpec, source: str, path: Path) -> None:
+        self.spec = spec
+        self.source = source
+        self.path = path
+        self.output = Path(spec.output or f"results/{spec.name}")
+
+
+def _format_error(err: ValidationError, path: Path) -> str:
+    # Of a union's alternatives (e.g. an optimizer given as a name or as a variant), report the one
+    # that got furthest (the longest location), and leave pydantic's alternative tags out of the name.
+    errors = err.errors()
+    first = max(errors, key=lambda e: len(e["loc"]))
+    tags = {"str", "int", "list[str]", "list[int]", "InstanceSelection", "OptimizerVariant"}
+    field = ".".join(str(p) for p in first["loc"] if p not in tags and "[" not in str(p)) or "(top level)"
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    message = first["msg"].removeprefix("Value error, ")  # our validators' ValueErrors: the message alone
+    return f"{path}: field '{field}': {message}{more}"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader refusing a mapping that repeats a key (PyYAML keeps the last one silently;
+    YAML 1.2 says keys are unique)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (line {key_node.start_mark.line + 1})", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that refuses duplicate keys (yaml.YAMLError); the reader of study files."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
+
+
+def load_study(path: Path) -> Study:
+    """Read and validate a study file; every problem is reported with its field name."""
+    source = read_text_file(path, "study file", "a study file (YAML)")
+    try:
+        data = load_yaml(source)
+    except yaml.YAMLError as err:
+        raise UsageError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a study file must be a YAML mapping (name, benchmark, evaluation, ...)")
+    try:
+        spec = StudySpec.model_validate(data)
+    except ValidationError as err:
+        raise UsageError(_format_error(err, path)) from None
+    return Study(spec, source, path)
+
+
+COMPANION_FIELDS = ("benchmark", "budget")
+"""Fields a study named in ``report_with`` must share with the study that names it (with the
+evaluation's instances and seeds), so that their runs pair by (instance, seed)."""
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A study named in ``report_with``, checked (:func:`companion_studies`): the optimizers whose
+    held-out runs it adds and the runs file to read them from when its store holds none."""
+
+    study: Study
+    optimizers: list[str]
+    runs_file: Path | None
+
+
+def companion_studies(spec: StudySpec, source: Path, output: Path) -> list[Companion]:
+    """The studies named in ``report_with``, checked; called when the study is run (to refuse a bad
+    list before any work) and when its report is built.
+
+    A companion runs optimizers too slow to share the main study's session (e.g. SMAC's facades):
+    its runs join the report's tables and tests as if the main study had run them. It must have the
+    same benchmark, budget and evaluation instances and seeds, and the optimizers it adds must be
+    its own and not this study's. ``source``: the study file that names them (for messages);
+    ``output``: its output folder. Raises UsageError naming the field otherwise.
+    """
+    out = []
+    own = spec.evaluation.optimizer_names() if spec.evaluation else []
+    for k, entry in enumerate(spec.report_with):
+        field, name = f"{source}: field 'report_with[{k}]'", entry.study
+        if not Path(name).is_file():
+            raise UsageError(f"{field}: no such study file: {name}")
+        other = load_study(Path(name))
+        theirs = other.spec
+        if theirs.evaluation is None or spec.evaluation is None:
+            raise UsageError(f"{field}: {name} and this study must both have an 'evaluation' section")
+        for key in COMPANION_FIELDS:
+            if getattr(theirs, key) != getattr(spec, key):
+                raise UsageError(f"{field}: {name} has {key} {getattr(theirs, key)!r}, this study "
+                                 f"{getattr(spec, key)!r}; their runs would not pair")
+        for key in ("instances", "seeds"):
+            if getattr(theirs.evaluation, key) != getattr(spec.evaluation, key):
+                raise UsageError(f"{field}: {name} evaluates other {key} ({getattr(theirs.evaluation, key)!r}, "
+                                 f"here {getattr(spec.evaluation, key)!r}); their runs would not pair")
+        if other.output.resolve() == Path(output).resolve():
+            raise UsageError(f"{field}: {name} writes to this study's output folder ({output})")
+        theirs_names = theirs.evaluation.optimizer_names()
+        added = entry.optimizers or [n for n in theirs_names if n not in own]
+        for optimizer in added:
+            if optimizer not in theirs_names:
+                raise UsageError(f"{field}: {name} does not evaluate {optimizer!r} (it evaluates "
+                                 f"{', '.join(theirs_names)})")
+            if optimizer in own:
+                raise UsageError(f"{field}: {optimizer!r} is evaluated by this study itself")
+        out.append(Companion(other, added, Path(entry.runs) if entry.runs else None))
+    return out
