@@ -58,6 +58,16 @@ class BenchConfig:
     before 61ba438 the meta-seeds shared one generator in the order their batches finished)."""
     baseline_timeout_s: float = 3600.0
     """The baseline section: a version that has not finished ``baseline_trials`` trials by then fails."""
+    clock_instances: int = 3
+    clock_seeds: int = 2
+    clock_workers: int = 8
+    """The clock section (:mod:`metaopt.bench.clock`): the first ``clock_instances`` test instances of the
+    first benchmark × ``clock_seeds`` seeds, ``clock_workers`` simulated workers, at ``budget``."""
+    clock_optimizers: tuple[str, ...] = ("asha", "hb", "bohb", "async_bohb")
+    """The clock section's anytime comparison against simulated time."""
+    clock_overhead_optimizers: tuple[str, ...] = ("rs", "hb", "bohb")
+    """The clock section: synchronous designs timed as today and on the clock, back to back (rs proposes
+    and evaluates one configuration at a time, as an asynchronous design does)."""
 
     @property
     def our_peer_presets(self) -> tuple[str, ...]:
@@ -74,4 +84,5 @@ FULL = BenchConfig("full")
 QUICK = BenchConfig("quick", seeds=1, peer_instances=1, peer_seeds=1, budget="10d", meta_trials=4, eval_instances=1,
                     eval_seeds=1,
                     scaling_budgets=("5d", "10d", "20d"),
-                    scaling_max_run_s=20.0, baseline_trials=8, baseline_repeats=1, baseline_timeout_s=600.0)
+                    scaling_max_run_s=20.0, baseline_trials=8, baseline_repeats=1, baseline_timeout_s=600.0,
+                    clock_instances=1, clock_seeds=1)

@@ -15,6 +15,8 @@ noisy machine):
   problem, each against its own evaluation limit (:mod:`metaopt.bench.api_overhead`).
 - ``baseline``: trials per second of the meta study's optimize stage under the commit ``--baseline``
   names and under this checkout, back to back (:mod:`metaopt.bench.baseline`).
+- ``clock``: the simulated clock's cost per evaluation, and designs' regret against simulated
+  wall-clock time with several workers (:mod:`metaopt.bench.clock`).
 
 A run (benchmark, instance, optimizer, seed, budget) is measured once per invocation and shared by
 the sections that need it. Before its first timed run on a benchmark, every optimizer makes one
@@ -43,7 +45,7 @@ from metaopt.core.errors import UsageError
 from metaopt.core.references import get_reference
 from metaopt.core.store_utils import atomic_write_text, read_json_file
 
-SECTIONS = ("overhead", "peers", "meta", "scaling", "api", "baseline")
+SECTIONS = ("overhead", "peers", "meta", "scaling", "api", "baseline", "clock")
 WARMUP_BUDGET = "1d"
 
 
@@ -266,6 +268,10 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
             data = baseline_section(config, yahpo_data, baseline)
         elif section == "api":
             data = api_section(session)
+        elif section == "clock":
+            from metaopt.bench.clock import clock_section
+
+            data = clock_section(config, yahpo_data)
         else:
             raise AssertionError(f"unhandled section {section}")
         data["wall_time_s"] = time.perf_counter() - section_started

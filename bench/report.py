@@ -548,6 +548,40 @@ def _api(section: dict[str, Any]) -> list[str]:
             "runs may part from there: the benchmark, not the driver.", "", _table(rows), ""]
 
 
+def _clock(section: dict[str, Any]) -> list[str]:
+    synchronous, asynchronous = [], []
+    for (optimizer,), runs in _groups(section["overhead"], "optimizer").items():
+        row = {"optimizer": optimizer, "runs": len(runs), "evals": f"{np.mean([r['evals'] for r in runs]):.0f}",
+               "on the clock [ms/eval]": f"{1e3 * np.mean([r['clock_s'] / r['evals'] for r in runs]):.2f}"}
+        if "today_s" in runs[0]:
+            synchronous.append({**row, "today [ms/eval]": f"{1e3 * np.mean([r['today_s'] / r['evals'] for r in runs]):.2f}",
+                                "clock / today": f"{np.median([r['clock_s'] / r['today_s'] for r in runs]):.2f}",
+                                "same trace": "yes" if all(r["same_trace"] for r in runs) else "no"})
+        else:
+            asynchronous.append({**row, "benchmark alone, one call per evaluation [ms/eval]":
+                                 f"{1e3 * np.mean([r['per_config_limit_s'] / r['evals'] for r in runs]):.2f}"})
+    fractions = section["time_fractions"]
+    curves = []
+    for (optimizer,), runs in _groups(section["anytime"], "optimizer").items():
+        row = {"optimizer": optimizer, "runs": len(runs),
+               "simulated time to spend the budget [h]": f"{np.mean([r['sim_time'] for r in runs]) / 3600:.2f}",
+               "utilization": f"{np.mean([r['utilization'] for r in runs]):.2f}"}
+        for k, fraction in enumerate(fractions):
+            row[f"regret at {fraction:g}·T"] = _mean_se([r["regret"][k] for r in runs])  # None: no result in yet
+        curves.append(row)
+    return ["## 7. The simulated clock: parallel runs against simulated wall-clock time", "",
+            f"{section['benchmark']} at {section['budget']}, {section['workers']} simulated workers "
+            "(`metaopt.engine.simclock`): an evaluation occupies a worker for its predicted runtime; synchronous designs "
+            "wait for their whole batch, asynchronous ones (asha, async_bohb) propose whenever a worker frees.", "",
+            "Cost per evaluation: the synchronous designs run as today (`run`) and on the clock, back to back, "
+            "and evaluate the same configurations (`same trace`); an asynchronous design exists only on the clock "
+            "and calls the benchmark once per configuration, so it is also set against that limit.", "",
+            _table(synchronous), "", _table(asynchronous) if asynchronous else "", "",
+            "Normalized regret (any fidelity; mean ± standard error over instances × seeds) of the best result in by "
+            "simulated time T·fraction, T the longest simulated time any design of the instance and seed needed "
+            "to spend the budget:", "", _table(curves), ""]
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The whole report; sections that were not run are left out."""
     sections = results["sections"]
@@ -564,6 +598,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += _api(sections["api"])
     if "baseline" in sections:
         lines += _baseline(sections["baseline"])
+    if "clock" in sections:
+        lines += _clock(sections["clock"])
     if "peers" in sections:
         lines += _peer_wins(sections["peers"])
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).rstrip() + "\n"  # one blank line between blocks

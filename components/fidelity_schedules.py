@@ -190,6 +190,13 @@ class FidelitySchedule(ABC):
     """Whether the schedule evaluates at fidelities below r_max: the promotion-rule category exists
     in the design space only under such a schedule, and proposals without
     ``supports_multi_fidelity`` (CFO) are forbidden with it."""
+    uses_promotion_rule: bool = False
+    """Whether the loop asks a promotion rule for a finished stage's survivors: the promotion-rule
+    category exists in the design space only under such a schedule (an asynchronous schedule
+    promotes by its own rule)."""
+    asynchronous: bool = False
+    """Whether the schedule proposes one trial whenever a worker is free instead of batches
+    (:mod:`metaopt.components.async_schedules`; such designs run on :mod:`metaopt.engine.simclock`)."""
 
     @abstractmethod
     def brackets(self, fidelity: Fidelity, mu: int) -> Iterator[BracketPlan]:
@@ -223,6 +230,7 @@ class SingleFidelity(FidelitySchedule):
 
 class _MultiFidelity(FidelitySchedule):
     multi_fidelity = True
+    uses_promotion_rule = True
 
     def __init__(self, log_eta_fid: float, survival_fraction: float) -> None:
         self.eta_fid = math.exp(log_eta_fid)

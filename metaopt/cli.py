@@ -71,6 +71,14 @@ def _duration_type(text: str) -> float:
     return seconds
 
 
+def _sim_time_type(text: str) -> float:
+    """``--sim-time``: a duration of simulated time > 0, as :func:`_duration_type` reads it."""
+    seconds = _duration_type(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a duration > 0 such as 90m, 2.5h or 600s, got {text!r}")
+    return seconds
+
+
 # -- helpers ------------------------------------------------------------------------------------
 
 def _add_data_option(parser: argparse.ArgumentParser) -> None:
@@ -194,8 +202,8 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     from metaopt.core.benchmarks import get_benchmark
     from metaopt.core.budget import Budget
-    from metaopt.engine.loop import run
     from metaopt.core.references import get_reference
+    from metaopt.engine.simclock import run
     from metaopt.store.run_io import write_run
 
     if args.out:
@@ -210,7 +218,8 @@ def cmd_run(args: argparse.Namespace) -> None:
         def progress(t: float) -> None:
             bar.n = t
             bar.refresh()
-        result = run(config, problem, args.seed, budget, progress=progress, reference=reference)
+        result = run(config, problem, args.seed, budget, progress=progress, reference=reference,
+                     workers=args.sim_workers, time_limit=args.sim_time)
     result.summary["optimizer"] = name
     result.summary["best_config"] = result.config
     if problem.cheap_end_override:
@@ -316,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
                                 "repeatable; overrides the benchmark's declaration for NAME")
             p.add_argument("--out", metavar="DIR", help="write DIR/trace.csv and DIR/summary.json")
             p.add_argument("--quiet", action="store_true", help="no progress bar")
+            p.add_argument("--sim-workers", type=_positive_type, metavar="N",
+                           help="run on a simulated clock with N workers, each evaluation taking its cost in "
+                                "simulated seconds (the trace gets worker, sim_start and sim_time)")
+            p.add_argument("--sim-time", type=_sim_time_type, metavar="DURATION",
+                           help="on the simulated clock: start nothing after this much simulated time (90m, 2.5h, "
+                                "600s) and discard results arriving later")
         _add_data_option(p)
         p.set_defaults(func=func)
 
@@ -416,8 +431,8 @@ def _add_bench_parser(sub: Any) -> None:
                                    "process (see bench/harness.py). Default: the full configuration (about 20 "
                                    "minutes on 2 cores); --quick: a minutes-sized one.")
     p.add_argument("--sections", default="overhead,peers,meta,scaling,api",
-                   help="comma-separated subset of overhead,peers,meta,scaling,api,baseline (default: all but "
-                        "baseline)")
+                   help="comma-separated subset of overhead,peers,meta,scaling,api,baseline,clock (default: "
+                        "all but baseline and clock)")
     p.add_argument("--quick", action="store_true", help="the minutes-sized configuration (CI, tests)")
     p.add_argument("--out", default="bench/results.json", metavar="FILE", help="JSON result (default %(default)s)")
     p.add_argument("--md", default="docs/benchmarks.md", metavar="FILE", help="Markdown report (default %(default)s)")

@@ -116,6 +116,19 @@ def _bohb(fidelity: Fidelity) -> dict[str, Any]:
             **_filter("tournament", "tpe", "mean", (64, 64), (64, 64), (1 / 3, 1 / 3), True, True, n_trn=(1, 1))}
 
 
+def _asha(fidelity: Fidelity) -> dict[str, Any]:
+    """ASHA with η = 3 (rungs on the η_fid = 3 grid, the top third promoted), random proposals."""
+    return {"fidelity_schedule": "asha", "mu": 1, "log_eta_fid": math.log(3), "survival_fraction": 1 / 3,
+            "sampler": "uniform"}
+
+
+def _async_bohb(fidelity: Fidelity) -> dict[str, Any]:
+    """``asha`` with BOHB's proposals (KDE sampler, TPE filter over 64 samples, ρ = 1/3), the running
+    evaluations entering the models with the mean observed loss (constant liar)."""
+    bohb = {k: v for k, v in _bohb(fidelity).items() if k not in ("fidelity_schedule", "mu", "promotion")}
+    return {**bohb, **_asha(fidelity), "sampler": "kde", "pending": "constant_liar", "liar": "mean"}
+
+
 def _smashy(schedule: str, mu: int, eta_fid: float, eta_surv: float, sampler: str, **filter_args: Any) -> ConfigFn:
     """An optimized configuration of paper 004 Table 5 (aggregated γ* values)."""
     def make(fidelity: Fidelity) -> dict[str, Any]:
@@ -145,6 +158,12 @@ PRESETS: dict[str, Preset] = {
                lambda fidelity: {**_hyperband_like("cahb")(fidelity), "promotion": "cost_aware"}),
         Preset("bohb", "BOHB: Hyperband + KDE sampling + TPE filter (64 samples), ρ = 1/3, η = 3",
                "Falkner et al. 2018; paper 004 Table 1", _bohb),
+        Preset("asha", "asynchronous successive halving: a worker that frees promotes a configuration in the top "
+               "1/3 of its rung's results, else starts a random one at r_1; η = 3 (docs/design.md, 'Parallel "
+               "runs')", "Li et al. 2020 (ASHA)", _asha),
+        Preset("async_bohb", "asha with BOHB's KDE sampler and TPE filter; running evaluations enter the models "
+               "with the mean observed loss (constant liar)",
+               "Falkner et al. 2018; Li et al. 2020; Ginsbourger et al. 2010 (constant liar)", _async_bohb),
         Preset("bo_gp_ei", "BO with a GP and expected improvement, full fidelity, one point at a time; one L-BFGS "
                "step on the kernel hyperparameters per batch (gp_lbfgs_iterations 1: twice as fast as optimizing "
                "them to convergence, and better, studies/gp_iterations_lcbench.yaml)",

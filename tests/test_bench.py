@@ -216,3 +216,18 @@ def test_the_baseline_table_withholds_a_speed_up_measured_under_load():
     assert "`v1` (0123456)" in text and "**Speed-up: 3.00×**" in text and "2.50× to 3.50×" in text
     text = "\n".join(_baseline({**section, "speedup_valid": False}))
     assert "(3.00×) is not reported" in text and "**Speed-up" not in text
+
+
+def test_bench_clock_section_times_the_clock_and_reads_regret_against_simulated_time(tmp_path):
+    out, md = tmp_path / "results.json", tmp_path / "benchmarks.md"
+    assert main(["bench", "--quick", "--sections", "clock", "--benchmarks", "synthetic:mlp",
+                 "--out", str(out), "--md", str(md)]) == 0
+    section = json.loads(out.read_text())["sections"]["clock"]
+    synchronous = [r for r in section["overhead"] if "today_s" in r]
+    assert {r["optimizer"] for r in synchronous} == {"rs", "hb", "bohb"} and all(r["same_trace"] for r in synchronous)
+    assert {r["optimizer"] for r in section["anytime"]} == {"asha", "hb", "bohb", "async_bohb"}
+    for row in section["anytime"]:
+        assert row["times"][-1] >= row["sim_time"] and 0 < row["utilization"] <= 1 + 1e-12
+        finite = [r for r in row["regret"] if r is not None]
+        assert finite == sorted(finite, reverse=True)  # the best so far only improves with time
+    assert "## 7. The simulated clock" in md.read_text()

@@ -15,7 +15,7 @@ LCBENCH = Fidelity("epoch", 1, 52, is_int=True)
 
 
 def test_registry_has_the_foundation_components():
-    assert component_names("fidelity_schedules") == ["single", "equal", "sh", "hb", "cahb"]
+    assert component_names("fidelity_schedules") == ["single", "equal", "sh", "hb", "cahb", "asha"]
     assert "uniform" in component_names("samplers")
     assert "top" in component_names("promotion_rules")
     assert "budget" in component_names("stopping_rules")

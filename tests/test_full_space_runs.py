@@ -3,13 +3,14 @@
 The space has conditions and forbiddens so that any sampled configuration is runnable; this runs
 500 of them, drawn by ConfigSpace's sampler, on a synthetic instance with categorical, integer,
 log-scaled and conditional hyperparameters, at a small budget, and checks each run's invariants.
+Asynchronous designs run on a clock with one worker (:func:`metaopt.engine.simclock.run` runs every design).
 """
 
 import numpy as np
 
 from metaopt.core.benchmarks import get_benchmark
 from metaopt.core.budget import Budget
-from metaopt.engine.loop import run
+from metaopt.engine.simclock import run
 from metaopt.spaces.design_space import design_space
 
 N_CONFIGS = 500
@@ -35,6 +36,6 @@ def test_500_random_configurations_of_the_full_space_run():
         seen.update(f"{key}={config[key]}" for key in ("proposal", "fidelity_schedule", "cost_penalty",
                                                          "promotion", "surrogate", "stopping") if key in config)
     # the sample reaches every proposal strategy, schedule, promotion rule and cost penalty
-    for expected in ("proposal=cfo", "fidelity_schedule=cahb", "promotion=cost_aware", "cost_penalty=cei",
-                     "cost_penalty=ei_cool", "surrogate=gp"):
+    for expected in ("proposal=cfo", "fidelity_schedule=cahb", "fidelity_schedule=asha", "promotion=cost_aware",
+                     "cost_penalty=cei", "cost_penalty=ei_cool", "surrogate=gp"):
         assert expected in seen, expected

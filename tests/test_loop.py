@@ -84,7 +84,9 @@ def test_normalized_regret_uses_the_reference():
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**31 - 1), budget=st.floats(1.0, 15.0))
 def test_any_configuration_respects_its_budget(seed, budget):
-    """Property: any point of the design space spends at most its budget, and the trace adds up."""
+    """Property: any point of the design space spends at most its budget, and the trace adds up
+    (asynchronous designs run sequentially, on a clock with one worker)."""
+    from metaopt.engine.simclock import run
     space = design_space()
     space.seed(seed % (2**31 - 1))
     config = dict(space.sample_configuration())

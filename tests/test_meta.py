@@ -155,16 +155,16 @@ def test_resume_from_a_damaged_store_equals_uninterrupted_run(tmp_path, capsys):
 
 
 def test_a_failing_inner_run_is_isolated(tmp_path, monkeypatch):
-    import metaopt.engine.loop
+    import metaopt.engine.simclock
 
-    real_run = metaopt.engine.loop.run
+    real_run = metaopt.engine.simclock.run
 
     def flaky(config, problem, seed, budget, **kw):
         if config.get("fidelity_schedule") != "single":
             raise RuntimeError("boom: this gamma is broken")
         return real_run(config, problem, seed, budget, **kw)
 
-    monkeypatch.setattr(metaopt.engine.loop, "run", flaky)
+    monkeypatch.setattr(metaopt.engine.simclock, "run", flaky)
     path = write(tmp_path, "f", trials=12)
     assert main(["optimize", str(path), "--quiet"]) == 0
     archive = pd.read_csv(tmp_path / "f" / "meta" / "archive.csv")
@@ -180,21 +180,21 @@ def test_a_failing_inner_run_is_isolated(tmp_path, monkeypatch):
 def test_failed_trials_write_no_gamma_star_and_are_retried(tmp_path, monkeypatch, capsys):
     """Every trial fails (e.g. a broken benchmark): one error line, no archive, no gamma*. Once the
     cause is fixed, the failed trials are recomputed and the results equal a run that never failed."""
-    import metaopt.engine.loop
+    import metaopt.engine.simclock
 
-    real_run = metaopt.engine.loop.run
+    real_run = metaopt.engine.simclock.run
 
     def broken(*args, **kw):
         raise RuntimeError("boom: the model file is corrupt")
 
-    monkeypatch.setattr(metaopt.engine.loop, "run", broken)
+    monkeypatch.setattr(metaopt.engine.simclock, "run", broken)
     path = write(tmp_path, "broken", trials=6, seeds="[1]")
     assert main(["optimize", str(path), "--quiet"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("metaopt: error: all 6 trials of the meta-optimization failed") and "\n" not in error
     assert "RuntimeError: boom: the model file is corrupt" in error
     assert not any((tmp_path / "broken" / "meta" / name).exists() for name in RESULTS)
-    monkeypatch.setattr(metaopt.engine.loop, "run", real_run)
+    monkeypatch.setattr(metaopt.engine.simclock, "run", real_run)
     assert main(["optimize", str(path), "--quiet"]) == 0
     assert "the search is not rerun" not in capsys.readouterr().out
     assert main(["optimize", str(write(tmp_path, "clean", trials=6, seeds="[1]")), "--quiet"]) == 0

@@ -8,7 +8,7 @@ from ConfigSpace import ConfigurationSpace
 
 from metaopt.core.benchmarks import get_benchmark, list_benchmark_names
 from metaopt.core.errors import UsageError
-from metaopt.engine.loop import run
+from metaopt.engine.simclock import run
 from metaopt.spaces.design_space import design_space, validate
 from metaopt.spaces.presets import PRESETS
 from metaopt.spaces.restrictions import RESTRICTIONS, get_restriction

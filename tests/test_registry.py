@@ -69,6 +69,7 @@ def test_conditions_come_from_the_components_attributes():
         "cost_penalties": ("acquisition", ("ei",)),
         "promotion_rules": ("fidelity_schedule", ("equal", "sh", "hb", "cahb")),
         "cost_models": ("cost_penalty", ("eipu", "ei_alpha", "ei_cool", "cei")),
+        "pending_policies": ("fidelity_schedule", ("asha",)),
     }
     assert {c.name: activating_choices(c) for c in CATEGORIES.values() if c.active_when} == expected
     space = design_space()
@@ -80,7 +81,7 @@ def test_conditions_come_from_the_components_attributes():
 
 def test_forbidden_combinations_come_from_the_components_attributes():
     assert forbidden_rules() == [
-        (("proposal", ("cfo", "cfo_then_filter")), ("fidelity_schedule", ("equal", "sh", "hb", "cahb"))),
+        (("proposal", ("cfo", "cfo_then_filter")), ("fidelity_schedule", ("equal", "sh", "hb", "cahb", "asha"))),
         (("cost_penalty", ("eipu", "ei_alpha", "ei_cool", "cei")), ("surrogate", ("knn1", "kknn7", "tpe"))),
     ]
     assert names_declaring("surrogates", "has_std") == ("rf", "gp")

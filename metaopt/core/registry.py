@@ -101,11 +101,14 @@ CATEGORIES: dict[str, Category] = {
                  "(paper 003: EIpu, EI-alpha, EI-cool, CEI)", "none",
                  active_when=("acquisitions", "supports_cost_penalty")),
         Category("promotion_rules", "promotion", "which configurations of a batch survive to the next stage", "top",
-                 active_when=("fidelity_schedules", "multi_fidelity")),
+                 active_when=("fidelity_schedules", "uses_promotion_rule")),
         Category("cost_models", "cost_model", "the model that predicts the cost of candidates for a cost penalty "
                  "(cost-aware promotion and CAHB use it too when chosen, else the log-linear model)",
                  "loglinear", active_when=("cost_penalties", "uses_cost")),
         Category("stopping_rules", "stopping", "when a run ends besides its budget", "budget"),
+        Category("pending_policies", "pending", "what an asynchronous run's proposals assume about the "
+                 "evaluations still running (constant liar)", "ignore",
+                 active_when=("fidelity_schedules", "asynchronous")),
     ]
 }
 

@@ -266,9 +266,30 @@ class _Run:
             self.progress(min(self.state.t, 1.0))
         return ids, loss, cost
 
-    def _should_stop(self) -> bool:
+    def config_of(self, config_id: int) -> dict[str, Any]:
+        """The configuration (a dict, inactive hyperparameters absent) with the run's ID ``config_id``."""
+        return self.codec.to_dicts(self.vectors[config_id][None])[0]
+
+    def result(self, seed: int, reference: Any, wall: float, cpu: float) -> Result:
+        """The trace, summary and incumbent of the run so far; ``wall`` and ``cpu`` (seconds: its wall
+        time, and this process's CPU time, a worker's own) go into the summary."""
+        trace = build_trace(self.state.archive, self.codec, self.problem, self.budget, reference)
+        summary = summarize(trace, self.problem, self.budget, self.stop_reason or "budget", seed,
+                            self.opt.config, reference)
+        summary["wall_time_s"] = wall
+        summary["cpu_time_s"] = cpu
+        finite = trace[trace["loss"].notna()]
+        if len(finite) == 0:
+            return Result(trace, summary)
+        top = finite[finite["fidelity"] == finite["fidelity"].max()]
+        row = top.loc[top["loss"].idxmin()]
+        return Result(trace, summary, self.config_of(int(row["config_id"])), float(row["loss"]))
+
+    def _should_stop(self, rules: Sequence[StoppingRule] | None = None) -> bool:
+        """Check the stopping ``rules`` (default: all of the run's) unless the run has a stop reason;
+        whether it has one now."""
         if self.stop_reason is None:
-            for rule in self.opt.stopping:
+            for rule in self.opt.stopping if rules is None else rules:
                 self.stop_reason = rule.check(self.state)
                 if rule.statistic is not None:
                     self.state.archive.annotate_last("stop_statistic", rule.statistic)
@@ -485,23 +506,12 @@ class AskTell:
 
     def config_of(self, config_id: int) -> dict[str, Any]:
         """The configuration (a dict, inactive hyperparameters absent) with the run's ID ``config_id``."""
-        return self._run.codec.to_dicts(self._run.vectors[config_id][None])[0]
+        return self._run.config_of(config_id)
 
     def result(self) -> Result:
         """The trace, summary and incumbent of the run so far (complete once :attr:`done`)."""
-        run_state = self._run
-        wall = time.perf_counter() - self._started
-        trace = build_trace(run_state.state.archive, run_state.codec, self.problem, self.budget, self.reference)
-        summary = summarize(trace, self.problem, self.budget, run_state.stop_reason or "budget", self.seed,
-                            self.optimizer.config, self.reference)
-        summary["wall_time_s"] = wall
-        summary["cpu_time_s"] = time.process_time() - self._cpu_started  # this process's CPU (a worker's own)
-        finite = trace[trace["loss"].notna()]
-        if len(finite) == 0:
-            return Result(trace, summary)
-        top = finite[finite["fidelity"] == finite["fidelity"].max()]
-        row = top.loc[top["loss"].idxmin()]
-        return Result(trace, summary, self.config_of(int(row["config_id"])), float(row["loss"]))
+        return self._run.result(self.seed, self.reference, time.perf_counter() - self._started,
+                                time.process_time() - self._cpu_started)
 
 
 def run(config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget | str,
@@ -511,6 +521,8 @@ def run(config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget |
     ``budget`` is a :class:`Budget` or a spec such as ``"30d"``. ``reference`` (a
     :class:`metaopt.core.references.Reference`) adds normalized regret to the trace and summary.
     The driver of :class:`AskTell` that answers each batch with one batched ``problem.evaluate``.
+    Asynchronous designs (``fidelity_schedule: asha``) have no batches: :func:`metaopt.engine.simclock.run`
+    runs every design, these too.
     """
     loop = AskTell(config, problem, seed, budget, progress, reference)
     while (batch := loop.ask_batch()) is not None:

@@ -46,7 +46,7 @@ def execute(spec: RunSpec) -> RunOutcome:
     """Run ``spec``; any exception becomes ``RunOutcome.error`` (with its traceback)."""
     try:
         from metaopt.core.benchmarks import get_benchmark
-        from metaopt.engine.loop import run
+        from metaopt.engine.simclock import run
 
         problem = get_benchmark(spec.benchmark, spec.yahpo_data).problem(spec.instance)
         if spec.peer is not None:

@@ -34,7 +34,7 @@ from metaopt.core.benchmarks.base import Benchmark, Problem
 from metaopt.core.budget import Budget
 from metaopt.core.errors import UsageError
 from metaopt.core.executor import Executor
-from metaopt.engine.loop import run as run_loop
+from metaopt.engine.simclock import run as run_loop
 from metaopt.core.references import Reference
 from metaopt.spaces.design_space import validate, without_stopping
 from metaopt.spaces.resolve import optimizer_name, resolve_optimizer
