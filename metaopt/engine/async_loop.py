@@ -33,7 +33,7 @@ import numpy as np
 from metaopt.core.benchmarks.base import Problem
 from metaopt.core.benchmarks.function import as_loss
 from metaopt.core.budget import BUDGET_TOLERANCE, Budget
-from metaopt.components.async_schedules import RungResults
+from metaopt.components.async_schedules import AsyncSuccessiveHalving, RungResults
 from metaopt.core.context import ProposalContext
 from metaopt.engine.loop import Optimizer, ProgressFn, Trial, _Run
 from metaopt.core.registry import select
@@ -46,6 +46,7 @@ class AsyncRun(_Run):
     def __init__(self, optimizer: Optimizer, problem: Problem, seed: int, budget: Budget,
                  progress: ProgressFn | None = None) -> None:
         super().__init__(optimizer, problem, seed, budget, progress)
+        assert isinstance(optimizer.schedule, AsyncSuccessiveHalving)  # simclock.run builds this only for those
         self.schedule = optimizer.schedule
         self.fidelities = self.schedule.rung_fidelities(problem.fidelity)
         self.rungs = [RungResults() for _ in self.fidelities]

@@ -155,7 +155,7 @@ def run(config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget |
 
 def _drive_async(run: AsyncRun, problem: Problem, clock: SimClock, time_limit: float | None) -> list[Job]:
     """Run an asynchronous design on the clock; return the jobs of the recorded results, in trace order."""
-    recorded = []
+    recorded: list[Job] = []
     while True:
         while clock.n_free and (time_limit is None or clock.now < time_limit) and (trial := run.ask()) is not None:
             evaluation = problem.evaluate([trial.config], [trial.fidelity])
