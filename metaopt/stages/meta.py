@@ -73,7 +73,7 @@ from metaopt.store.meta_archive import (CRASH_OBJECTIVE, TRIALS_LOG, LogId, choo
 from metaopt.stages.meta_search import (Batch, Key, ListSearch, MetaSetup, MultiFidelitySmacSearch, RandomSearch, Search,
                                  SliceEnded,
                                  SmacSearch, complete_gamma, meta_objective, record_key, run_side_by_side,
-                                 run_trial, store_record, trial_row)
+                                 run_trial, store_record, trial_row, trials_log_line)
 from metaopt.store.run_io import jsonable
 from metaopt.store.store import StudyStore
 from metaopt.core.store_utils import atomic_write_bytes, atomic_write_text
@@ -436,8 +436,7 @@ def _restore_trials_logs(store: StudyStore, archive_file: Path | None, cache: di
             continue
         rows = [trial_row(meta_seed, t, cache[key], cached) for t, (key, cached) in enumerate(trials)]
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, "".join(json.dumps({k: v for k, v in row.items() if k != "summary"}) + "\n"
-                                        for row in rows))
+        atomic_write_text(path, "".join(trials_log_line(row) for row in rows))
         restored.add((baseline, meta_seed))
     return restored
 

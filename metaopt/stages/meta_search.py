@@ -136,6 +136,12 @@ def trial_row(meta_seed: int, trial: int, record: dict[str, Any], cached: bool) 
     return row
 
 
+def trials_log_line(row: dict[str, Any]) -> str:
+    """A trial's line in a trials log (:func:`trial_row` without its ``summary``, which the run record
+    holds), newline included."""
+    return json.dumps({k: v for k, v in row.items() if k != "summary"}) + "\n"
+
+
 def trial_seed(meta_seed: int) -> int:
     """The inner-run seed of a random search's trials (SMAC draws its own from the meta-seed)."""
     return int(np.random.default_rng(meta_seed).integers(2**31 - 1))
@@ -247,7 +253,7 @@ class Search:
         self.fresh_ok.update(self._batch.fresh_ok())
         self.rows += batch_rows
         with self._log.open("a") as fh:
-            fh.writelines(json.dumps({k: v for k, v in row.items() if k != "summary"}) + "\n" for row in batch_rows)
+            fh.writelines(trials_log_line(row) for row in batch_rows)
 
     def close(self) -> None:
         """Ends the progress bar and says what the meta-seed did."""
