@@ -15,13 +15,12 @@ is counted once; a run taken from the store counts what it cost when it ran).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from metaopt.store.meta_archive import load_cache
+from metaopt.store.meta_archive import load_cache, read_trials_log
 from metaopt.store.store import StudyStore
 
 SEARCH_LABELS = {"smac": "SMAC", "random": "random search"}
@@ -29,8 +28,7 @@ BASELINE_LABELS = {"random": "random search (baseline)", "seeds": "known designs
 
 
 def _read_log(path: Path) -> pd.DataFrame:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return pd.DataFrame(rows)
+    return pd.DataFrame(read_trials_log(path))
 
 
 def run_cpu_seconds(record: dict) -> float:

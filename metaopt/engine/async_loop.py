@@ -114,16 +114,10 @@ class AsyncRun(_Run):
             self.stop_reason = "budget"
             return False
         rung = self.fidelities.index(trial.fidelity)
-        self.state.archive.add(
-            self.vectors[trial.config_id][None], config_id=[trial.config_id], batch=[self.state.n_batches],
-            stage=[rung + 1], bracket=[1], fidelity=[trial.fidelity], loss=[loss], cost=[cost])
-        self.meter.charge(trial.fidelity, [cost])
-        self.state.budget_used, self.state.cost_used = self.meter.budget_used, self.meter.cost_used
-        self.state.n_batches += 1
+        self._record(self.vectors[trial.config_id][None], np.array([trial.config_id]), trial.fidelity, rung + 1, 1,
+                     np.array([loss]), np.array([cost]))
         self.rungs[rung].config_ids.append(trial.config_id)
         self.rungs[rung].losses.append(loss)
-        if self.progress is not None:
-            self.progress(min(self.state.t, 1.0))
         # the budget rule after every result, the others after each result at r_max (module docstring)
         self._should_stop(None if rung == len(self.fidelities) - 1 else self.opt.stopping[:1])
         return True

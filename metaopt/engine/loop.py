@@ -253,10 +253,19 @@ class _Run:
             ids, X, loss, cost = ids[:keep], X[:keep], loss[:keep], cost[:keep]
         if len(ids) == 0:
             return ids, loss, cost
+        self._record(X, ids, fidelity, stage, plan.bracket, loss, cost)
+        return ids, loss, cost
+
+    def _record(self, X: np.ndarray, ids: np.ndarray, fidelity: float, stage: int, bracket: int,
+                loss: np.ndarray, cost: np.ndarray) -> None:
+        """Record evaluated results as the run's next batch: archive them (configurations ``X`` with
+        the IDs ``ids``, all at ``fidelity``, ``stage`` and ``bracket``), charge the budget, and
+        report progress. Called once per batch by :meth:`_evaluate`, and once per result by the
+        asynchronous loop (:class:`metaopt.engine.async_loop.AsyncRun`)."""
         n = len(ids)
         self.state.archive.add(
             X, config_id=ids, batch=np.full(n, self.state.n_batches), stage=np.full(n, stage),
-            bracket=np.full(n, plan.bracket), fidelity=np.full(n, fidelity), loss=loss, cost=cost,
+            bracket=np.full(n, bracket), fidelity=np.full(n, fidelity), loss=loss, cost=cost,
         )
         self.meter.charge(fidelity, cost)
         # What components and stopping rules see of the account (RunState.t).
@@ -264,7 +273,6 @@ class _Run:
         self.state.n_batches += 1
         if self.progress is not None:
             self.progress(min(self.state.t, 1.0))
-        return ids, loss, cost
 
     def config_of(self, config_id: int) -> dict[str, Any]:
         """The configuration (a dict, inactive hyperparameters absent) with the run's ID ``config_id``."""

@@ -69,11 +69,12 @@ from tqdm import tqdm
 from metaopt.core.errors import UsageError
 from metaopt.core.executor import Executor
 from metaopt.store.meta_archive import (CRASH_OBJECTIVE, TRIALS_LOG, LogId, choose_gamma_star, gamma_hash,
-                                        load_cache, meta_archive, read_archived_trials, search_means, selection_pool)
+                                        load_cache, meta_archive, read_archived_trials, read_trials_log, search_means,
+                                        selection_pool, trials_log_line)
 from metaopt.stages.meta_search import (Batch, Key, ListSearch, MetaSetup, MultiFidelitySmacSearch, RandomSearch, Search,
                                  SliceEnded,
                                  SmacSearch, complete_gamma, meta_objective, record_key, run_side_by_side,
-                                 run_trial, store_record, trial_row, trials_log_line)
+                                 run_trial, store_record, trial_row)
 from metaopt.store.run_io import jsonable
 from metaopt.store.store import StudyStore
 from metaopt.core.store_utils import atomic_write_bytes, atomic_write_text
@@ -157,7 +158,7 @@ def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = N
     logs += [(name, log) for name, paths in sorted(store.baseline_trials_logs().items()) for log in paths]
     for baseline, log in logs:
         try:
-            rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+            rows = read_trials_log(log)
         except ValueError:  # a line cut short by a kill: the next slice replays this meta-seed anyway
             continue
         if rows:
@@ -452,7 +453,7 @@ def _finished_trials(log_path: Path, trials: int, cache: dict) -> list[dict[str,
     if not log_path.exists():
         return None
     try:
-        rows = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+        rows = read_trials_log(log_path)
         keys = [record_key(row) for row in rows]
     except (ValueError, KeyError, TypeError):  # e.g. a line cut short by a kill or a full disk
         return None

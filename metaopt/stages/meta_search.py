@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from metaopt.core.budget import Budget
 from metaopt.core.executor import Executor
-from metaopt.store.meta_archive import CRASH_OBJECTIVE, Key, record_key, run_name
+from metaopt.store.meta_archive import CRASH_OBJECTIVE, Key, record_key, run_name, trials_log_line
 from metaopt.core.references import Reference
 from metaopt.store.run_io import jsonable
 from metaopt.core.smac_utils import bound_forest_leaves, reproducible_model_and_maximizer
@@ -134,12 +134,6 @@ def trial_row(meta_seed: int, trial: int, record: dict[str, Any], cached: bool) 
     if "inner_budget" in record:
         row["inner_budget"] = record["inner_budget"]
     return row
-
-
-def trials_log_line(row: dict[str, Any]) -> str:
-    """A trial's line in a trials log (:func:`trial_row` without its ``summary``, which the run record
-    holds), newline included."""
-    return json.dumps({k: v for k, v in row.items() if k != "summary"}) + "\n"
 
 
 def trial_seed(meta_seed: int) -> int:

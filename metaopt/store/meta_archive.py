@@ -31,6 +31,18 @@ def run_name(gamma: dict[str, Any], fraction: float = 1.0) -> str:
     return gamma_hash(gamma) if fraction == 1.0 else f"{gamma_hash(gamma)}@{fraction:.6g}"
 
 
+def trials_log_line(row: dict[str, Any]) -> str:
+    """A trial's line in a trials log (a trial row without its ``summary``, which the run record
+    holds), newline included; :func:`read_trials_log` reads it back."""
+    return json.dumps({k: v for k, v in row.items() if k != "summary"}) + "\n"
+
+
+def read_trials_log(path: Path) -> list[dict[str, Any]]:
+    """The trial rows of the trials log ``path``, in order; ValueError if a line is damaged (e.g. cut
+    short by a kill)."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
 def record_key(record: dict[str, Any]) -> Key:
     """The store key of a run record."""
     return record["hash"], str(record["instance"]), int(record["seed"])
