@@ -646,20 +646,40 @@ def test_smac_races_designs_over_inner_seeds(tmp_path, capsys):
 def test_the_best_known_design_is_always_a_selection_candidate():
     """The search's best are its luckiest runs too: the best known design joins the candidates (once),
     so that a proposed design becomes gamma* only by beating it on the selection's fresh seeds."""
-    from metaopt.stages.meta import _with_best_known_design
+    from metaopt.stages.meta import _known_design_runs, _with_best_known_design
 
     rows = [("lucky", "1", 0.0), ("lucky", "2", 0.0), ("second", "1", 0.1), ("second", "2", 0.0),
             ("preset", "1", 0.1), ("preset", "2", 0.1), ("worse_preset", "1", 0.3), ("worse_preset", "2", 0.3)]
     archive = pd.DataFrame([{"hash": h, "instance": i, "seed": 1, "objective": o} for h, i, o in rows])
     known = {"preset": "bohb", "worse_preset": "rs"}
+    known_runs = _known_design_runs(archive, {}, known, ["1", "2"], [1])
     pool = selection_pool(archive, ["1", "2"], 2)
     assert list(pool.index) == ["lucky", "second"]
-    with_known = _with_best_known_design(pool, archive, ["1", "2"], known)
+    with_known = _with_best_known_design(pool, known_runs, ["1", "2"])
     assert list(with_known.index) == ["lucky", "second", "preset"]
     assert with_known.loc["preset", "difference"] == pytest.approx(0.1)
     wide = selection_pool(archive, ["1", "2"], 3)
-    assert _with_best_known_design(wide, archive, ["1", "2"], known).equals(wide)  # already a candidate
-    assert _with_best_known_design(pool, archive, ["1", "2"], {}).equals(pool)  # no known design
+    assert _with_best_known_design(wide, known_runs, ["1", "2"]).equals(wide)  # already a candidate
+    none_known = _known_design_runs(archive, {}, {}, ["1", "2"], [1])
+    assert _with_best_known_design(pool, none_known, ["1", "2"]).equals(pool)  # no known design
+
+
+def test_a_known_design_the_search_dropped_is_a_candidate_through_the_seeds_baseline():
+    """A multi-fidelity search (or SMAC's racing) may never run a known design on every instance at
+    the full budget; the seeds baseline's full runs (found in the cache, with the search's seed) make
+    it the best known design, and so a selection candidate with its own configuration."""
+    from metaopt.stages.meta import _best_known_design, _known_design_runs
+
+    archive = pd.DataFrame([{"hash": h, "instance": i, "seed": 7, "objective": o}
+                            for h, i, o in [("found", "1", 0.2), ("found", "2", 0.2), ("preset", "1", 0.5)]])
+    known = {"preset": "bohb", "dropped": "smac_like"}
+    cache = {("dropped", "1", 7): {"objective": 0.1}, ("dropped", "2", 7): {"objective": 0.1},
+             ("preset", "2", 7): {"objective": 0.5}, ("dropped", "1", 8): {"objective": 0.0}}
+    assert _best_known_design(_known_design_runs(archive, {}, known, ["1", "2"], [7]), ["1", "2"]) is None
+    runs = _known_design_runs(archive, cache, known, ["1", "2"], [7])
+    assert len(runs) == 4  # the archive's preset run once, not again from the cache; seed 8 is not the search's
+    best, mean = _best_known_design(runs, ["1", "2"])
+    assert best == "dropped" and mean == pytest.approx(0.1)
 
 
 def test_a_finished_search_is_restored_from_its_meta_archive_without_replaying(tmp_path, capsys):

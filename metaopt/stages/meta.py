@@ -25,6 +25,10 @@ search, the same trial budget spent by random search (``random``) and the known 
 run on every training instance (``seeds``), with the search's inner seed, so that a reader sees
 whether the search beats what it started from and what chance finds; and γ* and the best known
 design re-run on ``noise_seeds`` seeds of every training instance: the spread of the meta-objective.
+The ``seeds`` baseline runs before γ*'s selection, so that the best known design the selection
+compares the search's best with is the best of *all* known designs at the full inner budget, not
+only of those the search itself ran on every instance (a multi-fidelity search drops most of them at
+its lowest budget, and SMAC's racing after one instance).
 
 Store (under ``<output>/meta``):
 - ``runs/<γ hash>/<instance>/seed-<k>.json``: each finished inner run's objective and summary
@@ -243,21 +247,53 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
                          "and failed trials are retried when the optimize stage runs again")
     archive = meta_archive(rows)
     atomic_write_text(store.archive_csv, archive.to_csv(index=False))
-    known = {gamma_hash(complete_gamma(setup, dict(configuration))): name
-             for name, configuration in (initial or {}).items()}  # one name per design (known_designs)
+    known_gammas = {name: complete_gamma(setup, dict(configuration)) for name, configuration in (initial or {}).items()}
+    known = {gamma_hash(gamma): name for name, gamma in known_gammas.items()}  # one name per design (known_designs)
+    known_gammas = {gamma_hash(gamma): gamma for gamma in known_gammas.values()}
+    seeds = {meta_seed: int(finished[meta_seed][0]["seed"]) for meta_seed in meta_seeds if finished[meta_seed]}
+    if "seeds" in baselines:  # first: the known designs' full runs make every one a selection candidate
+        run_baselines(store, setup, space, instances, trials, seeds, batch_size, executor, quiet, ("seeds",),
+                      initial or {}, cache, deadline)
+    known_runs = _known_design_runs(archive, cache, known, instances, list(seeds.values()))
     star = choose_gamma_star(archive, instances, rows)
     if select_top > 0 and select_seeds > 0:
         star = select_gamma_star(store, setup, archive, rows, instances, select_top, select_seeds, cache, executor,
-                                 quiet, known, select_min_instance_fraction)
+                                 quiet, known, select_min_instance_fraction, known_runs, known_gammas)
     star["known_design"] = known.get(star["hash"])
     atomic_write_text(store.gamma_star_json, json.dumps(jsonable(star), indent=1) + "\n")
-    if baselines:
-        seeds = {meta_seed: int(finished[meta_seed][0]["seed"]) for meta_seed in meta_seeds if finished[meta_seed]}
-        run_baselines(store, setup, space, instances, trials, seeds, batch_size, executor, quiet, baselines,
+    if "random" in baselines:
+        run_baselines(store, setup, space, instances, trials, seeds, batch_size, executor, quiet, ("random",),
                       initial or {}, cache, deadline)
     if noise_seeds > 0:
-        run_noise(store, setup, archive, rows, instances, star, known, noise_seeds, cache, executor, quiet)
+        run_noise(store, setup, archive, rows, instances, star, known, noise_seeds, cache, executor, quiet,
+                  known_runs, known_gammas)
     return star
+
+
+def _known_design_runs(archive: pd.DataFrame, cache: Mapping[Key, dict[str, Any]], known: dict[str, str],
+                       instances: list[str], seeds: list[int]) -> pd.DataFrame:
+    """The full-budget runs of the known designs (hash, instance, seed, objective): those of the archive
+    and, for each search's inner seed in ``seeds``, those of the ``seeds`` baseline found in ``cache``
+    (none without it). Called by :func:`optimize` before γ*'s selection; read by
+    :func:`_best_known_design`."""
+    columns = ["hash", "instance", "seed", "objective"]
+    ours = archive.loc[archive["hash"].isin(list(known)), columns]
+    extra = [{"hash": h, "instance": instance, "seed": seed, "objective": cache[(h, instance, seed)]["objective"]}
+             for h in known for instance in instances for seed in seeds if (h, instance, seed) in cache]
+    both = pd.concat([ours, pd.DataFrame(extra, columns=columns)], ignore_index=True)
+    return both.drop_duplicates(["hash", "instance", "seed"], keep="first")
+
+
+def _best_known_design(known_runs: pd.DataFrame, instances: list[str]) -> tuple[str, float] | None:
+    """The known design with the lowest mean objective (seeds averaged per instance, then instances)
+    among those run on every training instance, and that mean; None if there is none. Ties: the
+    first in ``known_runs``' order."""
+    _, per_config = search_means(known_runs)
+    complete = per_config[per_config["n_instances"] == len(instances)]
+    if complete.empty:
+        return None
+    best = str(complete["mean"].idxmin())
+    return best, float(complete.loc[best, "mean"])
 
 
 def run_baselines(store: StudyStore, setup: MetaSetup, space, instances: list[str], trials: int,
@@ -296,17 +332,16 @@ def _seeds_above_archive(archive: pd.DataFrame, count: int) -> list[int]:
 
 def run_noise(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame, rows: list[dict[str, Any]],
               instances: list[str], star: dict[str, Any], known: dict[str, str], count: int,
-              cache: dict[Key, dict[str, Any]], executor: Executor, quiet: bool) -> pd.DataFrame:
-    """The meta-objective's noise: γ* and the best known design of the archive (the lowest mean among
-    those run on all training instances) re-run on ``count`` seeds of every training instance.
+              cache: dict[Key, dict[str, Any]], executor: Executor, quiet: bool,
+              known_runs: pd.DataFrame, known_gammas: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """The meta-objective's noise: γ* and the best known design (:func:`_best_known_design` of
+    ``known_runs``) re-run on ``count`` seeds of every training instance.
     Writes ``meta/noise.csv`` (design, hash, seed, mean objective over the instances) and returns it."""
-    _, per_config = search_means(archive)
-    per_config = per_config[per_config["n_instances"] == len(instances)]
     designs = {"gamma*": star["hash"]}
-    known_complete = [h for h in per_config.sort_values("mean", kind="stable").index if h in known]
-    if known_complete and known_complete[0] != star["hash"]:
-        designs[f"best known design ({known[known_complete[0]]})"] = known_complete[0]
-    gammas = {h: next(r["gamma"] for r in rows if r["hash"] == h) for h in designs.values()}
+    best_known = _best_known_design(known_runs, instances)
+    if best_known is not None and best_known[0] != star["hash"]:
+        designs[f"best known design ({known[best_known[0]]})"] = best_known[0]
+    gammas = {h: _gamma_of(h, rows, known_gammas) for h in designs.values()}
     gammas[star["hash"]] = star["config"]
     seeds = _seeds_above_archive(archive, count)
     plan = [(h, instance, seed) for h in designs.values() for instance in instances for seed in seeds]
@@ -341,7 +376,9 @@ algorithm-configuration trials all use one seed drawn from the meta-seed)."""
 def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame, rows: list[dict[str, Any]],
                       instances: list[str], top: int, seeds: int, cache: dict[Key, dict[str, Any]],
                       executor: Executor, quiet: bool = False,
-                      known: dict[str, str] | None = None, min_instance_fraction: float = 1.0) -> dict[str, Any]:
+                      known: dict[str, str] | None = None, min_instance_fraction: float = 1.0,
+                      known_runs: pd.DataFrame | None = None,
+                      known_gammas: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """γ* chosen among the ``top`` best configurations of the archive after re-running each on ``seeds``
     more seeds of every training instance; called once all meta-seeds have finished.
 
@@ -360,8 +397,10 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
     if pool.empty:
         return choose_gamma_star(archive, instances, rows)
     searched = len(pool)
-    pool = _with_best_known_design(pool, archive, instances, known or {})
-    gammas = {h: next(r["gamma"] for r in rows if r["hash"] == h) for h in pool.index}
+    if known_runs is None:
+        known_runs = _known_design_runs(archive, {}, known or {}, instances, [])
+    pool = _with_best_known_design(pool, known_runs, instances)
+    gammas = {h: _gamma_of(h, rows, known_gammas or {}) for h in pool.index}
     chosen_seeds = _seeds_above_archive(archive, seeds)
     plan = [(h, instance, seed) for h in pool.index for instance in instances for seed in chosen_seeds]
     _run_plan(store, setup, plan, gammas, cache, executor, quiet, "selection: re-runs of the top candidates")
@@ -384,10 +423,11 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
         "known_design": [(known or {}).get(h, "") for h in pool.index],
     })
     atomic_write_text(store.selection_csv, table.to_csv(index=False))
-    first = archive[archive["hash"] == best].iloc[0]
+    found = archive[archive["hash"] == best]  # empty for a known design only the seeds baseline ran in full
     return {"config": gammas[best], "hash": best, "mean_objective": float(score[best]),
             "search_mean_objective": float(pool.loc[best, "mean"]), "n_instances": n, "all_instances": True,
-            "found_by_meta_seed": int(first["meta_seed"]), "found_at_trial": int(first["trial"]),
+            "found_by_meta_seed": int(found["meta_seed"].iloc[0]) if len(found) else None,
+            "found_at_trial": int(found["trial"].iloc[0]) if len(found) else None,
             "n_configurations": int(archive["hash"].nunique()), "n_trials": int(len(archive)),
             "selection": {"candidates": int(len(pool)), "seeds": chosen_seeds,
                           "table": "meta/selection.csv"},
@@ -396,22 +436,25 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
                     f"the lowest mean objective over {seeds} further seeds per instance"}
 
 
-def _with_best_known_design(pool: pd.DataFrame, archive: pd.DataFrame, instances: list[str],
-                            known: dict[str, str]) -> pd.DataFrame:
-    """``pool`` with the best known design (the lowest search mean among the designs of SMAC's initial
-    design run on all training instances) appended when it is not a candidate yet: the search's best
-    are its luckiest runs too, so a design the search proposed becomes γ* only by beating the best
-    known design on the selection's fresh seeds."""
-    _, per_config = search_means(archive)
-    complete = per_config[(per_config["n_instances"] == len(instances)) & per_config.index.isin(list(known))]
-    if complete.empty:
+def _with_best_known_design(pool: pd.DataFrame, known_runs: pd.DataFrame, instances: list[str]) -> pd.DataFrame:
+    """``pool`` with the best known design (:func:`_best_known_design` of ``known_runs``) appended
+    when it is not a candidate yet: the search's best are its luckiest runs too, so a design the search
+    proposed becomes γ* only by beating the best known design on the selection's fresh seeds."""
+    best_known = _best_known_design(known_runs, instances)
+    if best_known is None or best_known[0] in pool.index:
         return pool
-    best = complete["mean"].idxmin()
-    if best in pool.index:
-        return pool
+    best, mean = best_known
     reference = pool.index[0]  # selection_pool's reference: the difference is to it
-    row = complete.loc[[best]].assign(difference=complete.loc[best, "mean"] - per_config.loc[reference, "mean"])
+    row = pd.DataFrame({"mean": [mean], "n_instances": [len(instances)],
+                        "difference": [mean - pool.loc[reference, "mean"]]}, index=[best])
     return pd.concat([pool, row])
+
+
+def _gamma_of(h: str, rows: list[dict[str, Any]], known_gammas: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The γ with hash ``h``: a known design's, or the first trial's of ``rows`` that ran it."""
+    if h in known_gammas:
+        return known_gammas[h]
+    return next(r["gamma"] for r in rows if r["hash"] == h)
 
 
 def _pool_rule(min_instance_fraction: float) -> str:
