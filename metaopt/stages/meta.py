@@ -65,6 +65,7 @@ import json
 import shutil
 from pathlib import Path
 from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
