@@ -214,6 +214,15 @@ def beeswarm(configs: pd.DataFrame, highlight: dict, space, caption: str) -> Fig
     return _render(fig, "beeswarm", "Top configurations of the meta-archive", caption)
 
 
+def _log_x_axis(ax) -> None:
+    """A log x axis labelled at 1, 2 and 5 of each decade in plain numbers, minor ticks unlabelled
+    (matplotlib's default labels minor ticks of short ranges too, and they overlap)."""
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+
+
 def cost_accuracy(points: pd.DataFrame, palette: dict, caption: str) -> Figure:
     """Relative cost spent vs final regret per optimizer (± 1 s.e. over instances both ways), log cost axis.
 
@@ -224,10 +233,7 @@ def cost_accuracy(points: pd.DataFrame, palette: dict, caption: str) -> Figure:
     for row in points.sort_values("regret").itertuples():
         ax.errorbar(row.cost, row.regret, xerr=row.cost_se, yerr=row.regret_se, fmt="o", ms=7, capsize=3,
                     color=palette.get(row.optimizer, "0.5"), label=row.optimizer)
-    ax.set_xscale("log")
-    ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    _log_x_axis(ax)
     ax.set_xlabel("cost spent per run (relative to the instance's median run)")
     ax.set_ylabel("final normalized regret")
     ax.legend(title="optimizer (best first)", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
@@ -309,7 +315,7 @@ def search_progress(curves: pd.DataFrame, bands: pd.DataFrame, caption: str) -> 
             std = 0.0 if pd.isna(band.std) else band.std
             ax.axhspan(band.mean - std, band.mean + std, color=band_colours[k % len(band_colours)], alpha=0.25)
             ax.axhline(band.mean, color=band_colours[k % len(band_colours)], lw=1.0, ls="--")
-        ax.set_xscale("log")
+        _log_x_axis(ax)
         ax.set_xlabel(label)
     axes[0].set_ylabel("best mean objective on the training instances")
     handles = [plt.Line2D([], [], color=colours[s], lw=2, label=s) for s in searches]
