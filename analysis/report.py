@@ -42,9 +42,8 @@ from metaopt.analysis.meta_model import meta_archive_model
 from metaopt.analysis.stats import average_ranks, empty_runs, paired_differences, rank_test, scores_by_instance
 from metaopt.core.budget import Budget, split_spec
 from metaopt.core.errors import UsageError
-from metaopt.store.store import StudyStore, read_gamma_star
+from metaopt.store.store import EvalFiles, ReportFiles, StudyStore, read_gamma_star
 from metaopt.store.study_spec import Companion, StudySpec, companion_studies
-from metaopt.store.run_io import check_run
 
 TOP_TABLE_ROWS = 20
 
@@ -63,9 +62,9 @@ class Section:
 
 # -- reading the store --------------------------------------------------------------------------
 
-def _eval_dir(output: Path) -> Path:
-    """``OUTPUT/eval``; folders written before the eval/ subfolder existed keep runs at the top level."""
-    return StudyStore(output).readable_eval_dir()
+def _eval_files(output: Path) -> EvalFiles:
+    """``OUTPUT/eval``'s files; folders written before the eval/ subfolder existed keep them at the top level."""
+    return StudyStore(output).readable_eval_files()
 
 
 def study_budget(spec: str, amount: float, unit: str) -> Budget:
@@ -87,8 +86,7 @@ def _study_optimizers(study: StudySpec) -> set[str]:
 
 
 def _failed_runs(output: Path) -> int:
-    runs_dir = _eval_dir(output) / "runs"
-    return sum(1 for p in runs_dir.glob("*/*/seed-*/failed.json") if check_run(p.parent) is not None)
+    return len(StudyStore(output).failed_eval_runs())
 
 
 def load_evaluation(output: Path, study: StudySpec, companions: list[Companion]) -> Evaluation | None:
@@ -572,7 +570,7 @@ def evaluation_sections(study: StudySpec, output: Path, evaluation: Evaluation, 
 def _cost_aware(output: Path, evaluation: Evaluation) -> bool:
     """A budget in cost units, a cost-aware comparison (``eval/cost.csv``), or an evaluated configuration
     that models cost (its cost_model is active)."""
-    return (evaluation.budget.unit in ("cost", "typical_cost") or (_eval_dir(output) / "cost.csv").exists()
+    return (evaluation.budget.unit in ("cost", "typical_cost") or _eval_files(output).cost_csv.exists()
             or any("cost_model" in cfg for cfg in _design_configs(evaluation).values()))
 
 
@@ -600,7 +598,7 @@ def cost_section(output: Path, evaluation: Evaluation, palette: dict, base: str)
             f"Cost spent per run (relative to the median over all runs on the instance, so that instances of "
             f"different cost weigh alike) vs final normalized regret: mean over seeds per instance, then mean ± 1 "
             f"s.e. over instances. {base}.")))
-    cost_path = _eval_dir(output) / "cost.csv"
+    cost_path = _eval_files(output).cost_csv
     if cost_path.exists():
         section.blocks.append(Table(
             "Cost-aware comparison (eval/cost.csv): per instance, the reference optimizer's median cost fixes the "
@@ -608,7 +606,7 @@ def cost_section(output: Path, evaluation: Evaluation, palette: dict, base: str)
             "reaching the target are mean ± s.e. over instances, the cost to reach it is the median over the runs "
             f"that do, as a multiple of the equal cost budget. {base}.",
             _mean_se(pd.read_csv(cost_path), ["regret_at_cost", "reached"])))
-    termination_path = _eval_dir(output) / "termination.csv"
+    termination_path = _eval_files(output).termination_csv
     if termination_path.exists():
         table = pd.read_csv(termination_path)
         what = (f"each run stopped by its stopping rule against the same γ, instance and seed run to the full "
@@ -699,33 +697,33 @@ ABLATION_VARIANTS = {
 def ablation_sections(output: Path) -> list[Section]:
     """One section per ``ablation/<name>/``: each variant's plot and table (path, ofat, loco) that exists."""
     sections = []
-    for folder in sorted(p for p in StudyStore(output).ablations_dir.glob("*") if p.is_dir()):
-        caption = _ablation_caption(_read_json(folder / "meta.json"))
+    for ablation in StudyStore(output).stored_ablations():
+        caption = _ablation_caption(_read_json(ablation.meta_json))
         blocks: list[Figure | Table | None] = []
         for variant, (title, explain) in ABLATION_VARIANTS.items():
-            blocks += [_stored_figure(folder / f"{variant}.png", f"ablation_{folder.name}_{variant}", title,
+            blocks += [_stored_figure(ablation.variant_png(variant), f"ablation_{ablation.name}_{variant}", title,
                                       f"{title} ({explain}): {caption}"),
-                       _csv_table(folder / f"{variant}.csv", f"{title} ({explain}); share = part of the total change "
+                       _csv_table(ablation.variant_csv(variant), f"{title} ({explain}); share = part of the total change "
                                                              f"from source to target. {caption}", TOP_TABLE_ROWS)]
         blocks = [b for b in blocks if b is not None]
         if blocks:
-            sections.append(Section(f"Ablation: {folder.name}", blocks))
+            sections.append(Section(f"Ablation: {ablation.name}", blocks))
     return sections
 
 
 def importance_section(output: Path, title: str = "Parameter importance") -> Section | None:
     """fANOVA and local parameter importance from ``<output>/importance/``, when present."""
-    folder = StudyStore(output).importance_dir
+    files = StudyStore(output).importance
     tag = "" if title == "Parameter importance" else f"_{output.name}"  # figure names unique per arm
-    caption = _importance_caption(_read_json(folder / "meta.json"))
-    blocks = [_stored_figure(folder / "fanova.png", f"importance_fanova{tag}", "fANOVA importance",
+    caption = _importance_caption(_read_json(files.meta_json))
+    blocks = [_stored_figure(files.fanova_png, f"importance_fanova{tag}", "fANOVA importance",
                              f"fANOVA: share of the meta-objective's variance explained by each parameter (main "
                              f"effects) and pair of parameters. {caption}"),
-              _fanova_table(folder / "fanova.csv", f"fANOVA importance ± std. {caption}"),
-              _stored_figure(folder / "local.png", f"importance_local{tag}", "Local importance around γ*",
+              _fanova_table(files.fanova_csv, f"fANOVA importance ± std. {caption}"),
+              _stored_figure(files.local_png, f"importance_local{tag}", "Local importance around γ*",
                              f"Local parameter importance: share of the variance of the objective when one "
                              f"parameter of γ* varies at a time. {caption}"),
-              _csv_table(folder / "local.csv", f"Local importance ± std. {caption}", TOP_TABLE_ROWS)]
+              _csv_table(files.local_csv, f"Local importance ± std. {caption}", TOP_TABLE_ROWS)]
     blocks = [b for b in blocks if b is not None]
     return Section(title, blocks) if blocks else None
 
@@ -783,7 +781,7 @@ def render_markdown(title: str, sections: list[Section]) -> str:
             elif isinstance(block, Table):
                 lines += [f"*{block.caption}*", "", markdown_table(block.frame), ""]
             else:
-                lines += [f"![{block.title}](figures/{block.name}.png)", "", f"*{block.title}.* {block.caption}", ""]
+                lines += [f"![{block.title}]({ReportFiles(Path()).figure(block.name).as_posix()})", "", f"*{block.title}.* {block.caption}", ""]
     return "\n".join(lines)
 
 
@@ -843,15 +841,16 @@ def write_report(output: Path, alpha: float = 0.05, budgets: list[str] | None = 
     target = StudyStore(output).report_dir
     staging = Path(tempfile.mkdtemp(dir=output, prefix=".report-"))
     try:
-        (staging / "figures").mkdir()
+        files = ReportFiles(staging)
+        files.figures_dir.mkdir()
         for block in (b for s in sections for b in s.blocks if isinstance(b, Figure)):
-            (staging / "figures" / f"{block.name}.png").write_bytes(block.png)
-        (staging / "report.html").write_text(render_html(title, sections))
-        (staging / "report.md").write_text(render_markdown(title, sections))
+            files.figure(block.name).write_bytes(block.png)
+        files.html.write_text(render_html(title, sections))
+        files.markdown.write_text(render_markdown(title, sections))
         old = None
         if target.exists():
             old = Path(tempfile.mkdtemp(dir=output, prefix=".report-old-"))
-            target.rename(old / "report")
+            target.rename(old / target.name)
         staging.rename(target)
         if old is not None:
             shutil.rmtree(old)

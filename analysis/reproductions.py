@@ -129,11 +129,13 @@ def _evaluation(study_file: Path, metric: str, damaged: list[str]) -> pd.DataFra
     Runs whose stored files are damaged now (:meth:`metaopt.store.store.StudyStore.damaged_eval_runs`) are
     left out of the table and appended to ``damaged``, so that the claim names them."""
     study = load_study(study_file)
-    table = study.output / "eval" / ("termination_runs.csv" if metric in HIGHER_IS_BETTER else "results.csv")
+    store = StudyStore(study.output)
+    files = store.readable_eval_files()
+    table = files.termination_runs_csv if metric in HIGHER_IS_BETTER else files.results_csv
     if not table.exists():
         return None
     results = pd.read_csv(table, dtype={"instance": str})
-    bad = StudyStore(study.output).damaged_eval_runs()
+    bad = store.damaged_eval_runs()
     if bad and {"optimizer", "instance", "seed"} <= set(results.columns):
         keys = {(run.optimizer, run.instance, run.seed) for run, _ in bad}
         rows = [(o, str(i), int(s)) in keys for o, i, s in zip(results["optimizer"], results["instance"],

@@ -390,7 +390,7 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
             "found_by_meta_seed": int(first["meta_seed"]), "found_at_trial": int(first["trial"]),
             "n_configurations": int(archive["hash"].nunique()), "n_trials": int(len(archive)),
             "selection": {"candidates": int(len(pool)), "seeds": chosen_seeds,
-                          "table": "meta/selection.csv"},
+                          "table": store.selection_csv.relative_to(store.root).as_posix()},
             "rule": f"among the {searched} {_pool_rule(min_instance_fraction)} (pooled over meta-seeds)"
                     f"{' and the best known design' if len(pool) > searched else ''}, "
                     f"the lowest mean objective over {seeds} further seeds per instance"}
