@@ -120,7 +120,7 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
         rows.append({"optimizer": run.optimizer, "instance": run.instance, "seed": run.seed,
                      **{k: v for k, v in summary.items() if k not in ("config", "reference", "instance", "seed")}})
         trace = run.result.trace
-        spent = trace["budget_used"] if budget.unit == "full_evals" else trace["cost_used"]
+        spent = trace[budget.spent_column]
         if budget.unit == "typical_cost":
             spent = spent * budget.amount / float(summary["budget"])
         traces[(run.optimizer, run.instance, run.seed)] = pd.DataFrame({"spent": spent, "normalized_regret":

@@ -51,7 +51,7 @@ from metaopt.components.stopping import BudgetRule, StoppingRule
 from metaopt.core.archive import Archive
 from metaopt.core.benchmarks.base import Problem
 from metaopt.core.benchmarks.function import as_loss, as_losses
-from metaopt.core.budget import Budget, BudgetMeter
+from metaopt.core.budget import Budget, BudgetMeter, full_evaluations
 from metaopt.core.errors import UsageError
 from metaopt.core.context import ProposalContext, RunState
 from metaopt.core.references import resolve_budget
@@ -501,7 +501,7 @@ class AskTell:
 
     def _default_cost(self, fidelity: float) -> float:
         """The cost of an evaluation told without one: r / r_max."""
-        return fidelity / self.problem.fidelity.r_max
+        return full_evaluations(fidelity, self.problem.fidelity.r_max)
 
     def _cost(self, cost: Any, fidelity: float, field: str) -> float:
         """A told cost, checked (a finite number >= 0), or the default cost at ``fidelity``."""

@@ -324,14 +324,13 @@ def write_tables(store: StudyStore, results: list[tuple[dict, Any]], budget: Bud
     from metaopt.analysis.plots import plot_anytime
 
     files = store.eval_files
-    unit_column = "budget_used" if budget.unit == "full_evals" else "cost_used"
     rows = []
     for keys, res in results:
         row = {**keys, **{k: v for k, v in res.summary.items() if k not in ("config", "reference")}}
         # A typical-cost budget was resolved per instance (summary "budget", in cost units): scale alike.
         scale = res.summary["budget"] / budget.amount if budget.unit == "typical_cost" else 1.0
         for rb in report_budgets:
-            row[f"regret@{rb.spec}"] = float(regret_at(res.trace[unit_column].to_numpy(),
+            row[f"regret@{rb.spec}"] = float(regret_at(res.trace[budget.spent_column].to_numpy(),
                                                        res.trace["normalized_regret"].to_numpy(),
                                                        np.array([rb.amount * scale]))[0]) if len(res.trace) else np.nan
         rows.append(row)

@@ -59,7 +59,7 @@ def meta_objective(kind: str, trace: pd.DataFrame, budget: Budget, fractions: li
 
     if len(trace) == 0:
         return CRASH_OBJECTIVE
-    spent = trace["budget_used" if budget.unit == "full_evals" else "cost_used"].to_numpy()
+    spent = trace[budget.spent_column].to_numpy()
     regret = trace["normalized_regret"].to_numpy()
     if kind == "regret":
         return float(regret[-1])
