@@ -42,6 +42,7 @@ from metaopt.analysis.meta_model import meta_archive_model
 from metaopt.analysis.stats import average_ranks, empty_runs, paired_differences, rank_test, scores_by_instance
 from metaopt.core.budget import Budget, split_spec
 from metaopt.core.errors import UsageError
+from metaopt.analysis.aliases import kept, label_containing, names_of, same_configuration_labels
 from metaopt.store.store import EvalFiles, ReportFiles, StudyStore, read_gamma_star
 from metaopt.store.study_spec import Companion, StudySpec, companion_studies
 
@@ -112,18 +113,27 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
                                     f"{study.name}: field 'report_with[{k}].runs'")
             read_from[companion.study.spec.name] = f"read from its runs file {companion.runs_file}"
         runs += theirs
+    # one configuration under several names: one optimizer, labelled with all of them (analysis.aliases)
+    named: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        named.setdefault(run.optimizer, run.result.summary.get("config") or {})
+    labels = same_configuration_labels(named, study.evaluation.optimizer_names())
     rows, traces, configs, budget = [], {}, {}, None
     for run in runs:
+        if not kept(run.optimizer, labels):
+            continue
+        name = labels[run.optimizer]
         summary = run.result.summary
         budget = budget or study_budget(str(summary["budget_spec"]), float(summary["budget"]), summary["budget_unit"])
-        configs.setdefault(run.optimizer, summary.get("config") or {})
-        rows.append({"optimizer": run.optimizer, "instance": run.instance, "seed": run.seed,
-                     **{k: v for k, v in summary.items() if k not in ("config", "reference", "instance", "seed")}})
+        configs.setdefault(name, named[run.optimizer])
+        rows.append({"optimizer": name, "instance": run.instance, "seed": run.seed,
+                     **{k: v for k, v in summary.items() if k not in ("config", "reference", "optimizer", "instance",
+                                                                     "seed")}})
         trace = run.result.trace
         spent = trace[budget.spent_column]
         if budget.unit == "typical_cost":
             spent = spent * budget.amount / float(summary["budget"])
-        traces[(run.optimizer, run.instance, run.seed)] = pd.DataFrame({"spent": spent, "normalized_regret":
+        traces[(name, run.instance, run.seed)] = pd.DataFrame({"spent": spent, "normalized_regret":
                                                                         trace["normalized_regret"]})
     if damaged:
         print(f"metaopt: warning: {output}: {len(damaged)} damaged run(s) left out of the report: "
@@ -327,8 +337,8 @@ def gamma_table(study: StudySpec, star: dict[str, Any] | None, archive: pd.DataF
     if star is not None:
         winners = _per_seed_winners(archive) if archive is not None and archive["meta_seed"].nunique() > 1 else []
         columns[f"γ* ({name}, {study.benchmark})"] = [star["config"]] + winners
-    columns.update({opt: [cfg] for opt, cfg in _design_configs(evaluation).items() if opt != "gamma_star"
-                    or star is None})
+    columns.update({opt: [cfg] for opt, cfg in _design_configs(evaluation).items()
+                    if "gamma_star" not in names_of(opt) or star is None})
     if not columns:
         return None
     order = list(design_space())
@@ -508,7 +518,7 @@ def _summary_table(runs: pd.DataFrame, scores: dict[str, pd.DataFrame], total: B
 def _paired_table(table: pd.DataFrame, label: str, base: str) -> Table:
     """γ* (else the optimizer with the lowest mean regret) against every other optimizer at one budget,
     paired by instance (a difference of two optimizers is less noisy than either's mean)."""
-    reference = "gamma_star" if "gamma_star" in table else str(table.mean().idxmin())
+    reference = label_containing(table.columns, "gamma_star") or str(table.mean().idxmin())
     paired = paired_differences(table, reference)
     shown = pd.DataFrame({
         "optimizer": paired["optimizer"],

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from metaopt.analysis.aliases import kept, same_configuration_labels
 from metaopt.analysis.markdown import markdown_table
 from metaopt.analysis.termination import rtc, ryc
 from metaopt.core.benchmarks.base import Benchmark, Problem
@@ -176,16 +177,36 @@ def evaluate(output: Path | StudyStore, bench: Benchmark, entries: list[Optimize
                 failed.append(f"{s.optimizer} on {s.instance} seed {s.seed}")
     if not results:
         raise UsageError("evaluation: no run finished; nothing to tabulate")
+    labels = same_configuration_labels({e.name: e.config if e.peer is None else None for e in runnable},
+                                       [e.name for e in entries])
+    results = _merge_same(results, labels)
     caption = (f"{caption_prefix}{bench.name}: {len(instances)} instances "
                f"({', '.join(instances[:6])}{' ...' if len(instances) > 6 else ''}) x {len(seeds)} seeds, "
                f"budget {budget}")
     if twins:
-        write_termination_table(store.eval_files, results, {name: twin.name for name, twin in twins.items()},
+        write_termination_table(store.eval_files, results,
+                                {labels.get(name, name): labels.get(twin.name, twin.name) for name, twin in twins.items()},
                                 caption)
     if cost_reference is not None:
-        write_cost_table(store.eval_files, results, cost_reference, caption)
+        write_cost_table(store.eval_files, results, labels.get(cost_reference, cost_reference), caption)
     return write_tables(store, results, budget, report_budgets, caption, n_instances=len(instances),
                         failed=failed)
+
+
+def _merge_same(results: list[tuple[dict, RunResult]], labels: Mapping[str, str]) -> list[tuple[dict, RunResult]]:
+    """Called before the tables are written: ``results`` with one configuration under several names
+    (:func:`metaopt.analysis.aliases.same_configuration_labels`) once, the first name's runs under the
+    label that joins all the names (the others' are the same runs); every other run as it is."""
+    merged = []
+    for keys, result in results:
+        name = keys["optimizer"]
+        label = labels.get(name, name)
+        if not kept(name, labels):
+            continue
+        if label != name:
+            keys, result = {**keys, "optimizer": label}, RunResult(result.trace, {**result.summary, "optimizer": label})
+        merged.append((keys, result))
+    return merged
 
 
 def _same_runs(todo: list[RunSpec]) -> list[list[RunSpec]]:
