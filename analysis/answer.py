@@ -124,8 +124,9 @@ def write_answer(output: Path, evaluation: Evaluation | None, alpha: float = 0.0
     results = evaluation.regret_at(evaluation.budget)
     lines = [*_ranking(results, "regret", alpha), *_known_designs(store), *_cost(store.eval_files),
              *_termination(store.eval_files), *_ablation(store), *_importance(store)]
-    if evaluation.damage_note():
-        lines.insert(0, evaluation.damage_note() + ".")
+    note = evaluation.damage_note()
+    if note:
+        lines.insert(0, note + ".")
     path = store.answer_file
     atomic_write_text(path, "\n\n".join(lines) + "\n")
     return path

@@ -308,6 +308,7 @@ def importance_for_study(study_output: Path, out_dir: Path | None = None, *, pai
     meta_spec = store.spec().meta
     if meta_spec is None:
         raise UsageError(f"{store.study_file} has no 'meta' section: there is no meta-archive to analyse")
+    arms: dict[str | None, tuple[Path, Path | None]]
     if isinstance(meta_spec.restriction, list):
         arms = {r: (store.arm(r).root, StudyStore(out_dir).arm(r).root if out_dir else None)
                 for r in meta_spec.restriction}

@@ -28,7 +28,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -40,7 +40,7 @@ from metaopt.analysis.figures import Figure
 from metaopt.analysis.held_out_runs import Evaluation, read_runs_file, stored_runs
 from metaopt.analysis.meta_model import meta_archive_model
 from metaopt.analysis.stats import average_ranks, empty_runs, paired_differences, rank_test, scores_by_instance
-from metaopt.core.budget import Budget, split_spec
+from metaopt.core.budget import Budget, BudgetUnit, split_spec
 from metaopt.core.errors import UsageError
 from metaopt.analysis.aliases import kept, label_containing, names_of, same_configuration_labels
 from metaopt.store.store import EvalFiles, ReportFiles, StudyStore, read_gamma_star
@@ -78,7 +78,7 @@ def study_budget(spec: str, amount: float, unit: str) -> Budget:
     number, suffix = split_spec(spec)
     if suffix.endswith("c"):
         return Budget(number, "typical_cost", spec)
-    return Budget(amount, unit, spec)
+    return Budget(amount, cast(BudgetUnit, unit), spec)
 
 
 def _study_optimizers(study: StudySpec) -> set[str]:
@@ -118,7 +118,10 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
     for run in runs:
         named.setdefault(run.optimizer, run.result.summary.get("config") or {})
     labels = same_configuration_labels(named, study.evaluation.optimizer_names())
-    rows, traces, configs, budget = [], {}, {}, None
+    rows: list[dict[str, Any]] = []
+    traces: dict[tuple[str, str, int], pd.DataFrame] = {}
+    configs: dict[str, dict[str, Any]] = {}
+    budget: Budget | None = None
     for run in runs:
         if not kept(run.optimizer, labels):
             continue
@@ -138,7 +141,7 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
     if damaged:
         print(f"metaopt: warning: {output}: {len(damaged)} damaged run(s) left out of the report: "
               + "; ".join(damaged[:3]) + (" ..." if len(damaged) > 3 else ""), file=sys.stderr)
-    if not rows:
+    if not rows or budget is None:
         return None
     return Evaluation(pd.DataFrame(rows), traces, configs, budget, failed, read_from, damaged)
 
@@ -165,7 +168,7 @@ def parse_budget(spec: str, total: Budget) -> Budget:
 def report_budgets(study: StudySpec, total: Budget, requested: list[str] | None) -> list[Budget]:
     """The budgets of box plots and CD diagrams: ``requested``, else the study's report_budgets, else
     25 % of the budget; the full budget always comes last."""
-    specs = requested if requested else study.evaluation.report_budgets
+    specs = requested if requested else study.evaluation.report_budgets if study.evaluation else []
     budgets = [parse_budget(str(s), total) for s in specs]
     if not budgets or all(b.amount == total.amount for b in budgets):
         number, suffix = split_spec(total.spec)
@@ -187,7 +190,7 @@ def fmt(value: Any) -> str:
     if isinstance(value, (bool, np.bool_)):
         return str(bool(value))
     if isinstance(value, (float, np.floating)):
-        return f"{value:.0f}" if 1e3 <= abs(value) < 1e6 else f"{value:.3g}"
+        return f"{value:.0f}" if 1e3 <= abs(float(value)) < 1e6 else f"{value:.3g}"
     return str(value)
 
 
@@ -240,8 +243,9 @@ def study_section(study: StudySpec, output: Path, evaluation: Evaluation | None,
         empty = empty_runs(runs)
         if empty:
             design.append(empty + ".")
-        if evaluation.damage_note():
-            design.append(evaluation.damage_note() + ".")
+        note = evaluation.damage_note()
+        if note:
+            design.append(note + ".")
     elif ev:
         names = ev.optimizer_names()
         design.append(f"Held-out evaluation of {', '.join(names)}: no finished run yet.")
@@ -344,7 +348,9 @@ def gamma_table(study: StudySpec, star: dict[str, Any] | None, archive: pd.DataF
     order = list(design_space())
     params = sorted({p for configs in columns.values() for p in configs[0]},
                     key=lambda p: (order.index(p) if p in order else len(order), p))
-    forced = _forced_parameters(study.meta.restriction if study.meta else None) if star is not None else set()
+    restriction = study.meta.restriction if study.meta else None
+    # a study with a list of restrictions has its γ* in its arms, never here (star is None)
+    forced = _forced_parameters(restriction) if star is not None and not isinstance(restriction, list) else set()
     rows = []
     for param in params:
         row = {"parameter": _shown(param, 0.0)[0]}
@@ -715,9 +721,9 @@ def ablation_sections(output: Path) -> list[Section]:
                                       f"{title} ({explain}): {caption}"),
                        _csv_table(ablation.variant_csv(variant), f"{title} ({explain}); share = part of the total change "
                                                              f"from source to target. {caption}", TOP_TABLE_ROWS)]
-        blocks = [b for b in blocks if b is not None]
-        if blocks:
-            sections.append(Section(f"Ablation: {ablation.name}", blocks))
+        shown: list[str | Table | Figure] = [b for b in blocks if b is not None]
+        if shown:
+            sections.append(Section(f"Ablation: {ablation.name}", shown))
     return sections
 
 
@@ -726,7 +732,7 @@ def importance_section(output: Path, title: str = "Parameter importance") -> Sec
     files = StudyStore(output).importance
     tag = "" if title == "Parameter importance" else f"_{output.name}"  # figure names unique per arm
     caption = _importance_caption(_read_json(files.meta_json))
-    blocks = [_stored_figure(files.fanova_png, f"importance_fanova{tag}", "fANOVA importance",
+    blocks: list[Figure | Table | None] = [_stored_figure(files.fanova_png, f"importance_fanova{tag}", "fANOVA importance",
                              f"fANOVA: share of the meta-objective's variance explained by each parameter (main "
                              f"effects) and pair of parameters. {caption}"),
               _fanova_table(files.fanova_csv, f"fANOVA importance ± std. {caption}"),
@@ -734,8 +740,8 @@ def importance_section(output: Path, title: str = "Parameter importance") -> Sec
                              f"Local parameter importance: share of the variance of the objective when one "
                              f"parameter of γ* varies at a time. {caption}"),
               _csv_table(files.local_csv, f"Local importance ± std. {caption}", TOP_TABLE_ROWS)]
-    blocks = [b for b in blocks if b is not None]
-    return Section(title, blocks) if blocks else None
+    shown: list[str | Table | Figure] = [b for b in blocks if b is not None]
+    return Section(title, shown) if shown else None
 
 
 # -- rendering ----------------------------------------------------------------------------------

@@ -149,7 +149,9 @@ def measure(claim: Claim, studies_dir: Path) -> Outcome:
     """Compute the claim's comparisons from its studies' stores and give the verdict."""
     test = claim.test
     wanted = list(dict.fromkeys(test.optimizers + test.than))
-    frames, missing, damaged = [], [], []
+    frames: list[pd.DataFrame] = []
+    missing: list[str] = []
+    damaged: list[str] = []
     for name in claim.studies:
         results = _evaluation(studies_dir / f"{name}.yaml", test.metric, damaged)
         if results is None:
@@ -215,6 +217,7 @@ def _verdict(test: ClaimTest, pairs: pd.DataFrame) -> tuple[str, str]:
 def _figure(outcome: Outcome, path: Path) -> None:
     """Per-instance advantage of the claimed optimizer in each pair (> 0: it is better), with its mean ± 1 s.e."""
     test, scores, pairs = outcome.claim.test, outcome.scores, outcome.pairs
+    assert scores is not None and pairs is not None  # drawn only for a measured claim
     sign = -1.0 if test.metric in HIGHER_IS_BETTER else 1.0
     data = pd.concat([pd.DataFrame({"pair": f"{row.reference} vs {row.optimizer}",
                                     "difference": sign * (scores[row.optimizer] - scores[row.reference])})
@@ -235,6 +238,7 @@ def _figure(outcome: Outcome, path: Path) -> None:
 
 
 def _pair_table(outcome: Outcome) -> list[str]:
+    assert outcome.pairs is not None  # shown only for a measured claim
     lines = ["| claimed | other | advantage ± s.e. | claimed wins | Wilcoxon p |", "|---|---|---|---|---|"]
     for row in outcome.pairs.itertuples():
         lines.append(f"| {row.reference} | {row.optimizer} | {row.delta:+.3f} ± {row.se:.3f} | "
@@ -243,6 +247,7 @@ def _pair_table(outcome: Outcome) -> list[str]:
 
 
 def _means(outcome: Outcome) -> str:
+    assert outcome.scores is not None  # shown only for a measured claim
     means = outcome.scores.mean()
     se = outcome.scores.std(ddof=1) / math.sqrt(len(outcome.scores))
     order = means.sort_values(ascending=outcome.claim.test.metric not in HIGHER_IS_BETTER).index

@@ -53,6 +53,9 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
     meta = study.spec.meta
     if meta is None:
         raise ValueError(f"{config.meta_study} has no 'meta' section")
+    if isinstance(meta.restriction, list):
+        raise ValueError(f"{config.meta_study} meta-optimizes a list of restrictions; the benchmark times one")
+    assert isinstance(meta.seeds, list)  # the study schema turns a count N into 1..N
     references = ctx.references(ctx.meta_instances, quiet=True)
     warm_up(ctx.bench.name, yahpo_data, ctx.meta_instances[0])
     setup = MetaSetup(ctx.bench.name, yahpo_data, ctx.budget, references, meta.restriction, meta.objective,

@@ -68,7 +68,7 @@ class Budget:
             raise UsageError(f"budget must be a positive, finite amount, got {self.spec or self.amount}")
 
     @classmethod
-    def parse(cls, spec: Budget | str | float, d: int | None) -> Budget:
+    def parse(cls, spec: Budget | str | float, d: float | None) -> Budget:
         """Parse ``30d`` (30 × d full evaluations), ``100`` (full evaluations), ``3600s`` (cost units),
         ``100c`` (the cost of 100 typical full evaluations of the instance) or ``30dc`` (of 30 × d).
 
@@ -93,7 +93,7 @@ class Budget:
             raise UsageError(f"budget {text} is {budget.amount:g} full evaluations; a run needs at least one")
         return budget
 
-    def for_dimension(self, d: int) -> "Budget":
+    def for_dimension(self, d: float) -> "Budget":
         """A per-hyperparameter budget (``full_evals_per_d``) for an instance with ``d`` hyperparameters;
         any other budget as it is."""
         return Budget(self.amount * d, "full_evals", self.spec) if self.unit == "full_evals_per_d" else self

@@ -228,6 +228,7 @@ class _Run:
             return costs * ratio
 
         rung = Rung(losses, next_stage.n_survivors, float(self.opt.config["survival_fraction"]), next_costs)
+        assert self.opt.promotion is not None  # a schedule with later stages has a promotion rule
         return ids[self.opt.promotion.select(rung)]
 
     # -- evaluation -------------------------------------------------------------------------
@@ -491,7 +492,7 @@ class AskTell:
         """
         if self._pending is None:
             return
-        prefix = []
+        prefix: list[tuple[float, float]] = []
         while len(prefix) in self._told:
             prefix.append(self._told[len(prefix)])
         self._run.stop_request = reason

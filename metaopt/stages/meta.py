@@ -148,13 +148,13 @@ def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = N
     lines = []
     for key in sorted(cache):
         record = cache[key]
-        compact = {k: record[k] for k in ("hash", "gamma", "instance", "seed", "status", "objective", "inner_budget")
+        compact: dict[str, Any] = {k: record[k] for k in ("hash", "gamma", "instance", "seed", "status", "objective", "inner_budget")
                    if k in record}
         compact["summary"] = {k: v for k, v in record.get("summary", {}).items() if k in ARCHIVE_SUMMARY_FIELDS}
         lines.append(json.dumps(jsonable(compact)))  # γ's key order as stored: it is the archive's column order
     runs = len(lines)
     # the trials of the search and of its baselines in order: a finished search is restored, not replayed
-    logs = [(None, log) for log in store.trials_logs()]
+    logs: list[tuple[str | None, Path]] = [(None, log) for log in store.trials_logs()]
     logs += [(name, log) for name, paths in sorted(store.baseline_trials_logs().items()) for log in paths]
     for baseline, log in logs:
         try:
