@@ -18,7 +18,7 @@ import pandas as pd
 from metaopt.analysis.anytime import mean_se_over_instances
 from metaopt.analysis.held_out_runs import Evaluation
 from metaopt.analysis.stats import rank_test, scores_by_instance
-from metaopt.store.store import StudyStore, read_gamma_star
+from metaopt.store.store import EvalFiles, StudyStore, read_gamma_star
 from metaopt.core.store_utils import atomic_write_text
 
 
@@ -43,8 +43,8 @@ def _ranking(results: pd.DataFrame, column: str, alpha: float) -> list[str]:
     return lines
 
 
-def _cost(eval_dir: Path) -> list[str]:
-    path = eval_dir / "cost.csv"
+def _cost(files: EvalFiles) -> list[str]:
+    path = files.cost_csv
     if not path.exists():
         return []
     table = pd.read_csv(path)
@@ -56,8 +56,8 @@ def _cost(eval_dir: Path) -> list[str]:
             "loss per instance; see eval/cost.md.)"]
 
 
-def _termination(eval_dir: Path) -> list[str]:
-    path = eval_dir / "termination.csv"
+def _termination(files: EvalFiles) -> list[str]:
+    path = files.termination_csv
     if not path.exists():
         return []
     table = pd.read_csv(path).sort_values("rtc", ascending=False)
@@ -69,21 +69,27 @@ def _termination(eval_dir: Path) -> list[str]:
 
 def _ablation(store: StudyStore) -> list[str]:
     lines = []
-    for path in sorted(store.ablations_dir.glob("*/path.csv")):
+    for ablation in store.stored_ablations():
+        path = ablation.variant_csv("path")
+        if not path.exists():
+            continue
         table = pd.read_csv(path)
         steps = table[table["step"] > 0].sort_values("share", ascending=False).head(3)
         parts = [f"{r.parameters.split(';')[0]} ({r.share:.0%})" for r in steps.itertuples()]
-        lines.append(f"Ablation {path.parent.name}: the largest shares of the improvement come from "
+        lines.append(f"Ablation {ablation.name}: the largest shares of the improvement come from "
                      + ", ".join(parts) + ".")
     return lines
 
 
-def _importance(output: Path) -> list[str]:
+def _importance(store: StudyStore) -> list[str]:
     lines = []
-    for path in sorted(output.glob("**/importance/fanova.csv")):
+    for meta in [*store.stored_arms(), store]:  # as the folders' paths sort: arms/... before importance/
+        path = meta.importance.fanova_csv
+        if not path.exists():
+            continue
         table = pd.read_csv(path)
         main = table[table["kind"] == "main"].sort_values("importance", ascending=False).head(3)
-        where = path.parent.parent.relative_to(output)
+        where = meta.root.relative_to(store.root)
         lines.append(f"fANOVA ({'meta-archive' if str(where) == '.' else where}): the most important parameters "
                      "are " + ", ".join(f"{r.parameter} ({r.importance:.0%} of the variance)"
                                         for r in main.itertuples()) + ".")
@@ -116,10 +122,11 @@ def write_answer(output: Path, evaluation: Evaluation | None, alpha: float = 0.0
         return None
     store = StudyStore(output)
     results = evaluation.regret_at(evaluation.budget)
-    lines = [*_ranking(results, "regret", alpha), *_known_designs(store), *_cost(store.eval_dir),
-             *_termination(store.eval_dir), *_ablation(store), *_importance(store.root)]
-    if evaluation.damage_note():
-        lines.insert(0, evaluation.damage_note() + ".")
+    lines = [*_ranking(results, "regret", alpha), *_known_designs(store), *_cost(store.eval_files),
+             *_termination(store.eval_files), *_ablation(store), *_importance(store)]
+    note = evaluation.damage_note()
+    if note:
+        lines.insert(0, note + ".")
     path = store.answer_file
     atomic_write_text(path, "\n\n".join(lines) + "\n")
     return path

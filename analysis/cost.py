@@ -17,6 +17,8 @@ target as ∞ (paper 000's "time to reach"), so it is finite only when more than
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -36,7 +38,7 @@ def cost_comparison(runs: list[tuple[dict, pd.DataFrame, dict]], reference: str)
     ``incumbent_loss`` and ``normalized_regret``, summaries ``budget`` and ``budget_unit``.
     Instances where the reference has no run are left out.
     """
-    yardsticks = {}
+    yardsticks: dict[str, list[tuple[float, float]]] = {}
     for keys, trace, _ in runs:
         if keys["optimizer"] == reference and len(trace):
             yardsticks.setdefault(keys["instance"], []).append(
@@ -62,7 +64,7 @@ def cost_comparison(runs: list[tuple[dict, pd.DataFrame, dict]], reference: str)
 def cost_table(per_run: pd.DataFrame) -> pd.DataFrame:
     """Per optimizer: mean ± s.e. over instances of regret at equal cost and of reaching the target;
     the median over runs of the relative cost to the target (∞ for runs that never reach it)."""
-    table = None
+    table: Any = None
     for column in ("regret_at_cost", "reached"):
         agg = mean_se_over_instances(per_run, ["optimizer"], column).rename(
             columns={"mean": column, "se": f"{column}_se"})

@@ -10,7 +10,7 @@ import io
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import matplotlib
 
@@ -318,7 +318,7 @@ def search_progress(curves: pd.DataFrame, bands: pd.DataFrame, caption: str) -> 
         _log_x_axis(ax)
         ax.set_xlabel(label)
     axes[0].set_ylabel("best mean objective on the training instances")
-    handles = [plt.Line2D([], [], color=colours[s], lw=2, label=s) for s in searches]
+    handles: list[Any] = [plt.Line2D([], [], color=colours[s], lw=2, label=s) for s in searches]
     handles += [Patch(color=band_colours[k % len(band_colours)], alpha=0.4,
                                          label=f"{band.design}: ± 1 s.d. over {band.count} seeds")
                 for k, band in enumerate(bands.itertuples(index=False))]

@@ -223,14 +223,14 @@ def write_importance(result: ImportanceResult, out_dir: Path) -> Path:
     """Write ``<out_dir>/importance/{fanova,local}.{csv,png}`` and ``meta.json``; return that folder."""
     from metaopt.analysis.importance_plots import plot_fanova, plot_local
 
-    folder = StudyStore(out_dir).importance_dir
-    atomic_write_text(folder / "fanova.csv", result.fanova.to_csv(index=False))
-    atomic_write_text(folder / "local.csv", result.local.to_csv(index=False))
-    atomic_write_text(folder / "meta.json", json.dumps(result.meta, indent=1, default=str) + "\n")
+    files = StudyStore(out_dir).importance
+    atomic_write_text(files.fanova_csv, result.fanova.to_csv(index=False))
+    atomic_write_text(files.local_csv, result.local.to_csv(index=False))
+    atomic_write_text(files.meta_json, json.dumps(result.meta, indent=1, default=str) + "\n")
     where = result.meta.get("restriction") or "design space"
-    plot_fanova(result.fanova, folder / "fanova.png", f"fANOVA of the meta-objective ({where})")
-    plot_local(result.local, folder / "local.png", f"Local parameter importance around γ* ({where})")
-    return folder
+    plot_fanova(result.fanova, files.fanova_png, f"fANOVA of the meta-objective ({where})")
+    plot_local(result.local, files.local_png, f"Local parameter importance around γ* ({where})")
+    return files.folder
 
 
 def inputs_digest(archive_path: Path, star_path: Path, restriction: str | None, *, pairs: bool, seed: int,
@@ -250,14 +250,13 @@ def inputs_digest(archive_path: Path, star_path: Path, restriction: str | None, 
 def read_importance(folder: Path, digest: str) -> ImportanceResult | None:
     """The importance stored in ``<folder>/importance/`` if it was computed from inputs with this
     :func:`inputs_digest` (None if it was not, or if any of its files is missing)."""
-    target = StudyStore(folder).importance_dir
-    files = [target / name for name in ("meta.json", "fanova.csv", "local.csv", "fanova.png", "local.png")]
-    if not all(path.exists() for path in files):
+    files = StudyStore(folder).importance
+    if not all(path.exists() for path in files.all()):
         return None
-    meta = json.loads(files[0].read_text())
+    meta = json.loads(files.meta_json.read_text())
     if meta.get("inputs_digest") != digest:
         return None
-    return ImportanceResult(pd.read_csv(files[1]), pd.read_csv(files[2]), meta)
+    return ImportanceResult(pd.read_csv(files.fanova_csv), pd.read_csv(files.local_csv), meta)
 
 
 def importance_of_meta(folder: Path, restriction: str | None, meta_objective: str, out_dir: Path | None = None, *,
@@ -309,6 +308,7 @@ def importance_for_study(study_output: Path, out_dir: Path | None = None, *, pai
     meta_spec = store.spec().meta
     if meta_spec is None:
         raise UsageError(f"{store.study_file} has no 'meta' section: there is no meta-archive to analyse")
+    arms: dict[str | None, tuple[Path, Path | None]]
     if isinstance(meta_spec.restriction, list):
         arms = {r: (store.arm(r).root, StudyStore(out_dir).arm(r).root if out_dir else None)
                 for r in meta_spec.restriction}

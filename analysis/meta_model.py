@@ -156,6 +156,7 @@ class MetaArchiveModel:
     def _features(self, vectors: np.ndarray, instance_codes: np.ndarray | None) -> np.ndarray:
         X = np.nan_to_num(vectors[:, self._columns], nan=INACTIVE)
         if self.n_instances:
+            assert instance_codes is not None  # a model fitted on several instances is asked with their codes
             X = np.column_stack([X, instance_codes])
         return np.ascontiguousarray(X, dtype=np.float32)
 

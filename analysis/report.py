@@ -28,7 +28,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -40,11 +40,11 @@ from metaopt.analysis.figures import Figure
 from metaopt.analysis.held_out_runs import Evaluation, read_runs_file, stored_runs
 from metaopt.analysis.meta_model import meta_archive_model
 from metaopt.analysis.stats import average_ranks, empty_runs, paired_differences, rank_test, scores_by_instance
-from metaopt.core.budget import Budget, split_spec
+from metaopt.core.budget import Budget, BudgetUnit, split_spec
 from metaopt.core.errors import UsageError
-from metaopt.store.store import StudyStore, read_gamma_star
+from metaopt.analysis.aliases import kept, label_containing, names_of, same_configuration_labels
+from metaopt.store.store import EvalFiles, ReportFiles, StudyStore, read_gamma_star
 from metaopt.store.study_spec import Companion, StudySpec, companion_studies
-from metaopt.store.run_io import check_run
 
 TOP_TABLE_ROWS = 20
 
@@ -63,9 +63,9 @@ class Section:
 
 # -- reading the store --------------------------------------------------------------------------
 
-def _eval_dir(output: Path) -> Path:
-    """``OUTPUT/eval``; folders written before the eval/ subfolder existed keep runs at the top level."""
-    return StudyStore(output).readable_eval_dir()
+def _eval_files(output: Path) -> EvalFiles:
+    """``OUTPUT/eval``'s files; folders written before the eval/ subfolder existed keep them at the top level."""
+    return StudyStore(output).readable_eval_files()
 
 
 def study_budget(spec: str, amount: float, unit: str) -> Budget:
@@ -78,7 +78,7 @@ def study_budget(spec: str, amount: float, unit: str) -> Budget:
     number, suffix = split_spec(spec)
     if suffix.endswith("c"):
         return Budget(number, "typical_cost", spec)
-    return Budget(amount, unit, spec)
+    return Budget(amount, cast(BudgetUnit, unit), spec)
 
 
 def _study_optimizers(study: StudySpec) -> set[str]:
@@ -87,8 +87,7 @@ def _study_optimizers(study: StudySpec) -> set[str]:
 
 
 def _failed_runs(output: Path) -> int:
-    runs_dir = _eval_dir(output) / "runs"
-    return sum(1 for p in runs_dir.glob("*/*/seed-*/failed.json") if check_run(p.parent) is not None)
+    return len(StudyStore(output).failed_eval_runs())
 
 
 def load_evaluation(output: Path, study: StudySpec, companions: list[Companion]) -> Evaluation | None:
@@ -114,23 +113,35 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
                                     f"{study.name}: field 'report_with[{k}].runs'")
             read_from[companion.study.spec.name] = f"read from its runs file {companion.runs_file}"
         runs += theirs
-    rows, traces, configs, budget = [], {}, {}, None
+    # one configuration under several names: one optimizer, labelled with all of them (analysis.aliases)
+    named: dict[str, dict[str, Any]] = {}
     for run in runs:
+        named.setdefault(run.optimizer, run.result.summary.get("config") or {})
+    labels = same_configuration_labels(named, study.evaluation.optimizer_names())
+    rows: list[dict[str, Any]] = []
+    traces: dict[tuple[str, str, int], pd.DataFrame] = {}
+    configs: dict[str, dict[str, Any]] = {}
+    budget: Budget | None = None
+    for run in runs:
+        if not kept(run.optimizer, labels):
+            continue
+        name = labels[run.optimizer]
         summary = run.result.summary
         budget = budget or study_budget(str(summary["budget_spec"]), float(summary["budget"]), summary["budget_unit"])
-        configs.setdefault(run.optimizer, summary.get("config") or {})
-        rows.append({"optimizer": run.optimizer, "instance": run.instance, "seed": run.seed,
-                     **{k: v for k, v in summary.items() if k not in ("config", "reference", "instance", "seed")}})
+        configs.setdefault(name, named[run.optimizer])
+        rows.append({"optimizer": name, "instance": run.instance, "seed": run.seed,
+                     **{k: v for k, v in summary.items() if k not in ("config", "reference", "optimizer", "instance",
+                                                                     "seed")}})
         trace = run.result.trace
-        spent = trace["budget_used"] if budget.unit == "full_evals" else trace["cost_used"]
+        spent = trace[budget.spent_column]
         if budget.unit == "typical_cost":
             spent = spent * budget.amount / float(summary["budget"])
-        traces[(run.optimizer, run.instance, run.seed)] = pd.DataFrame({"spent": spent, "normalized_regret":
+        traces[(name, run.instance, run.seed)] = pd.DataFrame({"spent": spent, "normalized_regret":
                                                                         trace["normalized_regret"]})
     if damaged:
         print(f"metaopt: warning: {output}: {len(damaged)} damaged run(s) left out of the report: "
               + "; ".join(damaged[:3]) + (" ..." if len(damaged) > 3 else ""), file=sys.stderr)
-    if not rows:
+    if not rows or budget is None:
         return None
     return Evaluation(pd.DataFrame(rows), traces, configs, budget, failed, read_from, damaged)
 
@@ -157,7 +168,7 @@ def parse_budget(spec: str, total: Budget) -> Budget:
 def report_budgets(study: StudySpec, total: Budget, requested: list[str] | None) -> list[Budget]:
     """The budgets of box plots and CD diagrams: ``requested``, else the study's report_budgets, else
     25 % of the budget; the full budget always comes last."""
-    specs = requested if requested else study.evaluation.report_budgets
+    specs = requested if requested else study.evaluation.report_budgets if study.evaluation else []
     budgets = [parse_budget(str(s), total) for s in specs]
     if not budgets or all(b.amount == total.amount for b in budgets):
         number, suffix = split_spec(total.spec)
@@ -179,7 +190,7 @@ def fmt(value: Any) -> str:
     if isinstance(value, (bool, np.bool_)):
         return str(bool(value))
     if isinstance(value, (float, np.floating)):
-        return f"{value:.0f}" if 1e3 <= abs(value) < 1e6 else f"{value:.3g}"
+        return f"{value:.0f}" if 1e3 <= abs(float(value)) < 1e6 else f"{value:.3g}"
     return str(value)
 
 
@@ -232,8 +243,9 @@ def study_section(study: StudySpec, output: Path, evaluation: Evaluation | None,
         empty = empty_runs(runs)
         if empty:
             design.append(empty + ".")
-        if evaluation.damage_note():
-            design.append(evaluation.damage_note() + ".")
+        note = evaluation.damage_note()
+        if note:
+            design.append(note + ".")
     elif ev:
         names = ev.optimizer_names()
         design.append(f"Held-out evaluation of {', '.join(names)}: no finished run yet.")
@@ -329,14 +341,16 @@ def gamma_table(study: StudySpec, star: dict[str, Any] | None, archive: pd.DataF
     if star is not None:
         winners = _per_seed_winners(archive) if archive is not None and archive["meta_seed"].nunique() > 1 else []
         columns[f"γ* ({name}, {study.benchmark})"] = [star["config"]] + winners
-    columns.update({opt: [cfg] for opt, cfg in _design_configs(evaluation).items() if opt != "gamma_star"
-                    or star is None})
+    columns.update({opt: [cfg] for opt, cfg in _design_configs(evaluation).items()
+                    if "gamma_star" not in names_of(opt) or star is None})
     if not columns:
         return None
     order = list(design_space())
     params = sorted({p for configs in columns.values() for p in configs[0]},
                     key=lambda p: (order.index(p) if p in order else len(order), p))
-    forced = _forced_parameters(study.meta.restriction if study.meta else None) if star is not None else set()
+    restriction = study.meta.restriction if study.meta else None
+    # a study with a list of restrictions has its γ* in its arms, never here (star is None)
+    forced = _forced_parameters(restriction) if star is not None and not isinstance(restriction, list) else set()
     rows = []
     for param in params:
         row = {"parameter": _shown(param, 0.0)[0]}
@@ -510,7 +524,7 @@ def _summary_table(runs: pd.DataFrame, scores: dict[str, pd.DataFrame], total: B
 def _paired_table(table: pd.DataFrame, label: str, base: str) -> Table:
     """γ* (else the optimizer with the lowest mean regret) against every other optimizer at one budget,
     paired by instance (a difference of two optimizers is less noisy than either's mean)."""
-    reference = "gamma_star" if "gamma_star" in table else str(table.mean().idxmin())
+    reference = label_containing(table.columns, "gamma_star") or str(table.mean().idxmin())
     paired = paired_differences(table, reference)
     shown = pd.DataFrame({
         "optimizer": paired["optimizer"],
@@ -572,7 +586,7 @@ def evaluation_sections(study: StudySpec, output: Path, evaluation: Evaluation, 
 def _cost_aware(output: Path, evaluation: Evaluation) -> bool:
     """A budget in cost units, a cost-aware comparison (``eval/cost.csv``), or an evaluated configuration
     that models cost (its cost_model is active)."""
-    return (evaluation.budget.unit in ("cost", "typical_cost") or (_eval_dir(output) / "cost.csv").exists()
+    return (evaluation.budget.unit in ("cost", "typical_cost") or _eval_files(output).cost_csv.exists()
             or any("cost_model" in cfg for cfg in _design_configs(evaluation).values()))
 
 
@@ -600,7 +614,7 @@ def cost_section(output: Path, evaluation: Evaluation, palette: dict, base: str)
             f"Cost spent per run (relative to the median over all runs on the instance, so that instances of "
             f"different cost weigh alike) vs final normalized regret: mean over seeds per instance, then mean ± 1 "
             f"s.e. over instances. {base}.")))
-    cost_path = _eval_dir(output) / "cost.csv"
+    cost_path = _eval_files(output).cost_csv
     if cost_path.exists():
         section.blocks.append(Table(
             "Cost-aware comparison (eval/cost.csv): per instance, the reference optimizer's median cost fixes the "
@@ -608,7 +622,7 @@ def cost_section(output: Path, evaluation: Evaluation, palette: dict, base: str)
             "reaching the target are mean ± s.e. over instances, the cost to reach it is the median over the runs "
             f"that do, as a multiple of the equal cost budget. {base}.",
             _mean_se(pd.read_csv(cost_path), ["regret_at_cost", "reached"])))
-    termination_path = _eval_dir(output) / "termination.csv"
+    termination_path = _eval_files(output).termination_csv
     if termination_path.exists():
         table = pd.read_csv(termination_path)
         what = (f"each run stopped by its stopping rule against the same γ, instance and seed run to the full "
@@ -699,35 +713,35 @@ ABLATION_VARIANTS = {
 def ablation_sections(output: Path) -> list[Section]:
     """One section per ``ablation/<name>/``: each variant's plot and table (path, ofat, loco) that exists."""
     sections = []
-    for folder in sorted(p for p in StudyStore(output).ablations_dir.glob("*") if p.is_dir()):
-        caption = _ablation_caption(_read_json(folder / "meta.json"))
+    for ablation in StudyStore(output).stored_ablations():
+        caption = _ablation_caption(_read_json(ablation.meta_json))
         blocks: list[Figure | Table | None] = []
         for variant, (title, explain) in ABLATION_VARIANTS.items():
-            blocks += [_stored_figure(folder / f"{variant}.png", f"ablation_{folder.name}_{variant}", title,
+            blocks += [_stored_figure(ablation.variant_png(variant), f"ablation_{ablation.name}_{variant}", title,
                                       f"{title} ({explain}): {caption}"),
-                       _csv_table(folder / f"{variant}.csv", f"{title} ({explain}); share = part of the total change "
+                       _csv_table(ablation.variant_csv(variant), f"{title} ({explain}); share = part of the total change "
                                                              f"from source to target. {caption}", TOP_TABLE_ROWS)]
-        blocks = [b for b in blocks if b is not None]
-        if blocks:
-            sections.append(Section(f"Ablation: {folder.name}", blocks))
+        shown: list[str | Table | Figure] = [b for b in blocks if b is not None]
+        if shown:
+            sections.append(Section(f"Ablation: {ablation.name}", shown))
     return sections
 
 
 def importance_section(output: Path, title: str = "Parameter importance") -> Section | None:
     """fANOVA and local parameter importance from ``<output>/importance/``, when present."""
-    folder = StudyStore(output).importance_dir
+    files = StudyStore(output).importance
     tag = "" if title == "Parameter importance" else f"_{output.name}"  # figure names unique per arm
-    caption = _importance_caption(_read_json(folder / "meta.json"))
-    blocks = [_stored_figure(folder / "fanova.png", f"importance_fanova{tag}", "fANOVA importance",
+    caption = _importance_caption(_read_json(files.meta_json))
+    blocks: list[Figure | Table | None] = [_stored_figure(files.fanova_png, f"importance_fanova{tag}", "fANOVA importance",
                              f"fANOVA: share of the meta-objective's variance explained by each parameter (main "
                              f"effects) and pair of parameters. {caption}"),
-              _fanova_table(folder / "fanova.csv", f"fANOVA importance ± std. {caption}"),
-              _stored_figure(folder / "local.png", f"importance_local{tag}", "Local importance around γ*",
+              _fanova_table(files.fanova_csv, f"fANOVA importance ± std. {caption}"),
+              _stored_figure(files.local_png, f"importance_local{tag}", "Local importance around γ*",
                              f"Local parameter importance: share of the variance of the objective when one "
                              f"parameter of γ* varies at a time. {caption}"),
-              _csv_table(folder / "local.csv", f"Local importance ± std. {caption}", TOP_TABLE_ROWS)]
-    blocks = [b for b in blocks if b is not None]
-    return Section(title, blocks) if blocks else None
+              _csv_table(files.local_csv, f"Local importance ± std. {caption}", TOP_TABLE_ROWS)]
+    shown: list[str | Table | Figure] = [b for b in blocks if b is not None]
+    return Section(title, shown) if shown else None
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -783,7 +797,7 @@ def render_markdown(title: str, sections: list[Section]) -> str:
             elif isinstance(block, Table):
                 lines += [f"*{block.caption}*", "", markdown_table(block.frame), ""]
             else:
-                lines += [f"![{block.title}](figures/{block.name}.png)", "", f"*{block.title}.* {block.caption}", ""]
+                lines += [f"![{block.title}]({ReportFiles(Path()).figure(block.name).as_posix()})", "", f"*{block.title}.* {block.caption}", ""]
     return "\n".join(lines)
 
 
@@ -843,15 +857,16 @@ def write_report(output: Path, alpha: float = 0.05, budgets: list[str] | None = 
     target = StudyStore(output).report_dir
     staging = Path(tempfile.mkdtemp(dir=output, prefix=".report-"))
     try:
-        (staging / "figures").mkdir()
+        files = ReportFiles(staging)
+        files.figures_dir.mkdir()
         for block in (b for s in sections for b in s.blocks if isinstance(b, Figure)):
-            (staging / "figures" / f"{block.name}.png").write_bytes(block.png)
-        (staging / "report.html").write_text(render_html(title, sections))
-        (staging / "report.md").write_text(render_markdown(title, sections))
+            files.figure(block.name).write_bytes(block.png)
+        files.html.write_text(render_html(title, sections))
+        files.markdown.write_text(render_markdown(title, sections))
         old = None
         if target.exists():
             old = Path(tempfile.mkdtemp(dir=output, prefix=".report-old-"))
-            target.rename(old / "report")
+            target.rename(old / target.name)
         staging.rename(target)
         if old is not None:
             shutil.rmtree(old)

@@ -129,11 +129,13 @@ def _evaluation(study_file: Path, metric: str, damaged: list[str]) -> pd.DataFra
     Runs whose stored files are damaged now (:meth:`metaopt.store.store.StudyStore.damaged_eval_runs`) are
     left out of the table and appended to ``damaged``, so that the claim names them."""
     study = load_study(study_file)
-    table = study.output / "eval" / ("termination_runs.csv" if metric in HIGHER_IS_BETTER else "results.csv")
+    store = StudyStore(study.output)
+    files = store.readable_eval_files()
+    table = files.termination_runs_csv if metric in HIGHER_IS_BETTER else files.results_csv
     if not table.exists():
         return None
     results = pd.read_csv(table, dtype={"instance": str})
-    bad = StudyStore(study.output).damaged_eval_runs()
+    bad = store.damaged_eval_runs()
     if bad and {"optimizer", "instance", "seed"} <= set(results.columns):
         keys = {(run.optimizer, run.instance, run.seed) for run, _ in bad}
         rows = [(o, str(i), int(s)) in keys for o, i, s in zip(results["optimizer"], results["instance"],
@@ -147,7 +149,9 @@ def measure(claim: Claim, studies_dir: Path) -> Outcome:
     """Compute the claim's comparisons from its studies' stores and give the verdict."""
     test = claim.test
     wanted = list(dict.fromkeys(test.optimizers + test.than))
-    frames, missing, damaged = [], [], []
+    frames: list[pd.DataFrame] = []
+    missing: list[str] = []
+    damaged: list[str] = []
     for name in claim.studies:
         results = _evaluation(studies_dir / f"{name}.yaml", test.metric, damaged)
         if results is None:
@@ -213,6 +217,7 @@ def _verdict(test: ClaimTest, pairs: pd.DataFrame) -> tuple[str, str]:
 def _figure(outcome: Outcome, path: Path) -> None:
     """Per-instance advantage of the claimed optimizer in each pair (> 0: it is better), with its mean ± 1 s.e."""
     test, scores, pairs = outcome.claim.test, outcome.scores, outcome.pairs
+    assert scores is not None and pairs is not None  # drawn only for a measured claim
     sign = -1.0 if test.metric in HIGHER_IS_BETTER else 1.0
     data = pd.concat([pd.DataFrame({"pair": f"{row.reference} vs {row.optimizer}",
                                     "difference": sign * (scores[row.optimizer] - scores[row.reference])})
@@ -233,6 +238,7 @@ def _figure(outcome: Outcome, path: Path) -> None:
 
 
 def _pair_table(outcome: Outcome) -> list[str]:
+    assert outcome.pairs is not None  # shown only for a measured claim
     lines = ["| claimed | other | advantage ± s.e. | claimed wins | Wilcoxon p |", "|---|---|---|---|---|"]
     for row in outcome.pairs.itertuples():
         lines.append(f"| {row.reference} | {row.optimizer} | {row.delta:+.3f} ± {row.se:.3f} | "
@@ -241,6 +247,7 @@ def _pair_table(outcome: Outcome) -> list[str]:
 
 
 def _means(outcome: Outcome) -> str:
+    assert outcome.scores is not None  # shown only for a measured claim
     means = outcome.scores.mean()
     se = outcome.scores.std(ddof=1) / math.sqrt(len(outcome.scores))
     order = means.sort_values(ascending=outcome.claim.test.metric not in HIGHER_IS_BETTER).index

@@ -43,7 +43,8 @@ def measure_api(problem: Problem, optimizer: str, seed: int, budget: str) -> dic
     fid = problem.fidelity
     spec = (fid.name, int(fid.r_min), int(fid.r_max)) if fid.is_int else (fid.name, fid.r_min, fid.r_max)
 
-    def objective(cfg: dict, fidelity: float) -> dict:
+    def objective(cfg: dict[str, Any], fidelity: float | None) -> dict[str, float]:
+        assert fidelity is not None  # minimize is given the problem's fidelity range (spec)
         ev = problem.evaluate([cfg], [fidelity])
         return {"loss": float(ev.loss[0]), "cost": float(ev.cost[0])}
 

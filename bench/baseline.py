@@ -125,6 +125,7 @@ def time_optimize_stage(workdir: Path, study: str, env: dict[str, str], workers:
                 time.sleep(POLL_S)
         finally:
             _stop(process)
+    assert first_at is not None and first_count is not None  # the loop ends only after a trial finished
     return {"busy_cores_before": busy_before, "trials": done, "timed_trials": done - first_count,
             "startup_s": first_at - started, "wall_s": now - first_at,
             "trials_per_s": (done - first_count) / (now - first_at)}

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class BenchConfig:
 
     def with_overrides(self, seeds: int | None = None, instances: int | None = None,
                        benchmarks: tuple[str, ...] | None = None) -> "BenchConfig":
-        changes = {k: v for k, v in {"seeds": seeds, "instances": instances, "benchmarks": benchmarks,
+        changes: dict[str, Any] = {k: v for k, v in {"seeds": seeds, "instances": instances, "benchmarks": benchmarks,
                                      "peer_seeds": seeds, "peer_instances": instances}.items() if v is not None}
         return replace(self, **changes)
 

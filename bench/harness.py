@@ -95,7 +95,7 @@ class Session:
         return self._runs[key]
 
 
-def _split_available(presets: tuple[str, ...]) -> tuple[list[str], list[dict[str, str]]]:
+def _split_available(presets: tuple[str, ...]) -> tuple[list[str], list[dict[str, Any]]]:
     """(presets that exist, skipped entries with the reason) for a configured list."""
     from metaopt.spaces.presets import PRESETS
 
@@ -265,6 +265,7 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
         elif section == "baseline":
             from metaopt.bench.baseline import baseline_section
 
+            assert baseline is not None  # run_bench refuses the section without --baseline
             data = baseline_section(config, yahpo_data, baseline)
         elif section == "api":
             data = api_section(session)

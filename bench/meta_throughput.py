@@ -43,7 +43,7 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
     from metaopt.core.executor import make_executor
     from metaopt.stages.meta import MetaSetup, optimize
     from metaopt.stages.study import StudyContext
-    from metaopt.store.store import RUN_RECORD_GLOB, StudyStore
+    from metaopt.store.store import StudyStore, stored_run_records
     from metaopt.store.study_spec import load_study
     from metaopt.spaces.design_space import design_space
     from metaopt.spaces.restrictions import get_restriction
@@ -53,6 +53,9 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
     meta = study.spec.meta
     if meta is None:
         raise ValueError(f"{config.meta_study} has no 'meta' section")
+    if isinstance(meta.restriction, list):
+        raise ValueError(f"{config.meta_study} meta-optimizes a list of restrictions; the benchmark times one")
+    assert isinstance(meta.seeds, list)  # the study schema turns a count N into 1..N
     references = ctx.references(ctx.meta_instances, quiet=True)
     warm_up(ctx.bench.name, yahpo_data, ctx.meta_instances[0])
     setup = MetaSetup(ctx.bench.name, yahpo_data, ctx.budget, references, meta.restriction, meta.objective,
@@ -79,7 +82,7 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
             archive = pd.read_csv(store.archive_csv)
             # inner wall times are in the run store (the archive holds only what a run computes)
             inner = pd.Series([json.loads(p.read_text()).get("summary", {}).get("wall_time_s")
-                               for p in store.meta_runs_dir.glob(RUN_RECORD_GLOB)], dtype=float).dropna()
+                               for p in stored_run_records(store.meta_runs_dir)], dtype=float).dropna()
         runs_per_s = len(archive) / wall_s
         rows.append({
             "workers": workers, "busy_cores_before": busy_before, "trials": len(archive), "failed": int((archive["status"] != "ok").sum()),

@@ -295,8 +295,8 @@ def peer_comparisons(section: dict[str, Any]) -> list[dict[str, Any]]:
     for (benchmark, peer), runs in _groups([r for r in section["rows"] if r["kind"] == "peer"],
                                            "benchmark", "optimizer").items():
         ours = section["counterparts"].get(peer)
-        pairs = [(r, by_key.get(("ours", ours, benchmark, r["instance"], r["seed"]))) for r in runs]
-        pairs = [(p, o) for p, o in pairs if o is not None]
+        pairs = [(r, o) for r in runs if (o := by_key.get(("ours", ours, benchmark, r["instance"], r["seed"])))
+                 is not None]
         if not pairs:
             continue
         peer_s, ours_s = np.mean([p["run_s"] for p, _ in pairs]), np.mean([o["run_s"] for _, o in pairs])

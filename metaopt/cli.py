@@ -204,7 +204,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     from metaopt.core.budget import Budget
     from metaopt.core.references import get_reference
     from metaopt.engine.simclock import run
-    from metaopt.store.run_io import write_run
+    from metaopt.store.run_io import summary_file, trace_file, write_run
 
     if args.out:
         check_writable(args.out, "--out", folder=True)
@@ -229,7 +229,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     summary = {k: v for k, v in result.summary.items() if k != "config"}
     print(json.dumps(summary, indent=1))
     if args.out:
-        print(f"wrote {Path(args.out) / 'trace.csv'} and {Path(args.out) / 'summary.json'}")
+        print(f"wrote {trace_file(Path(args.out))} and {summary_file(Path(args.out))}")
 
 
 def cmd_schedule(args: argparse.Namespace) -> None:
@@ -484,7 +484,7 @@ def _add_report_parser(sub: Any) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from metaopt.analysis.report import write_report
 
-    from metaopt.store.store import StudyStore
+    from metaopt.store.store import ReportFiles, StudyStore
 
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {args.alpha}")
@@ -492,9 +492,9 @@ def cmd_report(args: argparse.Namespace) -> None:
     # Not a study's output folder: write_report says so and writes nothing (not even the lock file).
     with output_lock(output) if StudyStore(output).is_study() else nullcontext():
         folder = write_report(output, alpha=args.alpha, budgets=args.budgets)
-    figures = len(list((folder / "figures").glob("*.png")))
-    print(f"wrote {folder / 'report.html'} (self-contained) and {folder / 'report.md'} with {figures} figures "
-          f"in {folder / 'figures'}")
+    files = ReportFiles(folder)
+    print(f"wrote {files.html} (self-contained) and {files.markdown} with {len(files.figures())} figures "
+          f"in {files.figures_dir}")
 
 
 def _add_reproductions_parser(sub: Any) -> None:
@@ -544,7 +544,7 @@ def _add_importance_parser(sub: Any) -> None:
 def cmd_importance(args: argparse.Namespace) -> None:
     from metaopt.analysis.importance import importance_for_study
 
-    from metaopt.store.store import StudyStore
+    from metaopt.store.store import ImportanceFiles, StudyStore
 
     if args.out:
         check_writable(args.out, "--out", folder=True)
@@ -567,7 +567,7 @@ def cmd_importance(args: argparse.Namespace) -> None:
         print("\nlocal parameter importance around gamma* (top 10):")
         _print_table(result.local.head(10))
         print(f"\nkept {folder}/ (same archive, gamma* and settings; --recompute computes it again)" if reused
-              else f"\nwrote {folder}/fanova.csv, local.csv, fanova.png, local.png, meta.json")
+              else f"\nwrote {', '.join(str(path) for path in ImportanceFiles(folder).all())}")
 
 
 def _add_ablate_parser(sub: Any) -> None:

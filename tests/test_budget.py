@@ -127,3 +127,19 @@ def test_a_run_never_overspends_and_stops_only_when_nothing_fits(unit, amount, r
         assert meter.fraction_spent <= 1 + (BUDGET_TOLERANCE + ROUNDING) / amount
         if meter.exhausted:  # nothing fits any more
             assert meter.how_many_fit(n, fidelity) == 0 or unit == "cost"
+
+
+def test_one_owner_of_the_spent_column_and_of_r_over_r_max():
+    """Budget.spent_column names the trace column a budget is measured in; full_evaluations is r/r_max,
+    as the meter charges it and the trace accumulates it."""
+    from metaopt.core.budget import full_evaluations
+
+    assert Budget.parse("30d", 3).spent_column == "budget_used"
+    assert Budget.parse("100s", 3).spent_column == "cost_used"
+    assert Budget.parse("30dc", 3).spent_column == "cost_used"
+    assert Budget.parse("10", 3).spent(4.0, 7.0) == 4.0 and Budget.parse("10s", 3).spent(4.0, 7.0) == 7.0
+    meter = BudgetMeter(Budget.parse("10", 3), r_max=27)
+    meter.charge(9, [0.5, 0.5])
+    assert meter.budget_used == 2 * full_evaluations(9, 27) == 2 / 3
+    fidelities = np.array([1.0, 3.0, 27.0])
+    assert np.array_equal(full_evaluations(fidelities, 27.0), fidelities / 27.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -24,15 +25,19 @@ def test_the_store_layout_is_the_documented_one(tmp_path):
     assert store.trials_log(2) == tmp_path / "meta" / "trials-seed-2.jsonl"
     assert store.meta_run_file("abc", "3945", 1) == tmp_path / "meta" / "runs" / "abc" / "3945" / "seed-1.json"
     assert store.eval_run_dir("hb", "3945", 2) == tmp_path / "eval" / "runs" / "hb" / "3945" / "seed-2"
-    assert store.results_csv == tmp_path / "eval" / "results.csv"
-    assert store.table_md == tmp_path / "eval" / "table.md"
-    assert store.ablation_runs_dir("a") == tmp_path / "ablation" / "a" / "runs"
-    assert store.importance_dir == tmp_path / "importance"
-    assert store.report_dir == tmp_path / "report"
+    assert store.eval_files.results_csv == tmp_path / "eval" / "results.csv"
+    assert store.eval_files.table_md == tmp_path / "eval" / "table.md"
+    assert store.ablation("a").runs_dir == tmp_path / "ablation" / "a" / "runs"
+    assert store.ablation("a").variant_csv("path") == tmp_path / "ablation" / "a" / "path.csv"
+    assert store.importance.fanova_csv == tmp_path / "importance" / "fanova.csv"
+    assert store.report.figure("x") == tmp_path / "report" / "figures" / "x.png"
     arm = store.arm("gamma1")
     assert arm.gamma_star_json == tmp_path / "arms" / "gamma1" / "meta" / "gamma_star.json"
     assert arm.importance_dir == tmp_path / "arms" / "gamma1" / "importance"
     assert not list(tmp_path.iterdir())  # asking for paths creates nothing
+    assert store.readable_eval_files() == store.eval_files
+    (tmp_path / "runs").mkdir()  # a store written before eval/ existed: its runs at the top level
+    assert store.readable_eval_files().results_csv == tmp_path / "results.csv"
 
 
 def test_the_store_reads_the_validated_study(tmp_path):
@@ -130,3 +135,16 @@ def test_read_gamma_star_returns_the_record_and_names_a_damaged_file(tmp_path):
             read_gamma_star(path)
     with pytest.raises(FileNotFoundError):
         read_gamma_star(tmp_path / "missing.json")
+
+
+def test_read_gamma_star_of_a_user_named_file_names_the_field(tmp_path):
+    """A γ* file the user names (``evaluation.gamma_star_from``): every problem is one UsageError line
+    starting with the field, also a missing file or a folder."""
+    field = "s.yaml: field 'evaluation.gamma_star_from'"
+    with pytest.raises(UsageError, match=f"^{re.escape(field)}: file not found: "):
+        read_gamma_star(tmp_path / "missing.json", field)
+    with pytest.raises(UsageError, match=f"^{re.escape(field)}: {re.escape(str(tmp_path))} is a folder"):
+        read_gamma_star(tmp_path, field)
+    (tmp_path / "g.json").write_text('{"config": [1]}')
+    with pytest.raises(UsageError, match=f"^{re.escape(field)}: .*g.json is damaged .*\"config\" object"):
+        read_gamma_star(tmp_path / "g.json", field)

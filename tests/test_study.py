@@ -430,6 +430,15 @@ def test_one_configuration_under_two_names_is_run_once_and_stored_for_both(tmp_p
         import json
         assert json.loads((again.parent / "summary.json").read_text())["optimizer"] == "hb_again"
     assert len(list(both.glob("eval/runs/hb_again/*/seed-*/summary.json"))) == 4
+    # one configuration, one row in every table, curve and test, labelled with both names
+    for table in ("table.csv", "results.csv", "anytime.csv"):
+        assert set(pd.read_csv(both / "eval" / table)["optimizer"]) == {"rs", "hb = hb_again"}, table
+    alone_table, both_table = (pd.read_csv(out / "eval" / "table.csv") for out in (alone, both))
+    assert both_table.drop(columns="optimizer").equals(alone_table.drop(columns="optimizer"))
+    report = (both / "report" / "report.md").read_text()
+    assert "\n| hb = hb_again |" in report  # rows of the tables
+    assert "\n| hb |" not in report and "\n| hb_again |" not in report
+    assert "hb = hb_again" in (both / "answer.md").read_text()
 
 
 def test_evaluation_runs_peers_and_reports_missing_ones_as_skipped(tmp_path, capsys, monkeypatch):

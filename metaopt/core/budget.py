@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -25,6 +25,15 @@ BudgetUnit = Literal["full_evals", "cost", "typical_cost", "full_evals_per_d"]
 BUDGET_TOLERANCE = 1e-9
 """Slack for floating-point sums in budget checks: an evaluation fits if the spending stays within
 B + BUDGET_TOLERANCE, and a run whose spent fraction reaches 1 - BUDGET_TOLERANCE has spent its budget."""
+
+def full_evaluations(fidelity: Any, r_max: float) -> Any:
+    """What evaluations at ``fidelity`` (a number or an array) spend in full-evaluation equivalents: r/r_max.
+
+    The one place the share is computed: the budget account (:meth:`BudgetMeter.step`), the trace's
+    ``budget_used`` column and the default cost of an evaluation told without one all call it.
+    """
+    return fidelity / r_max
+
 
 _PATTERN = re.compile(r"^\s*(?P<num>\d+(\.\d*)?|\.\d+)\s*(?P<unit>dc|d|s|c)?\s*$")
 
@@ -59,7 +68,7 @@ class Budget:
             raise UsageError(f"budget must be a positive, finite amount, got {self.spec or self.amount}")
 
     @classmethod
-    def parse(cls, spec: Budget | str | float, d: int | None) -> Budget:
+    def parse(cls, spec: Budget | str | float, d: float | None) -> Budget:
         """Parse ``30d`` (30 × d full evaluations), ``100`` (full evaluations), ``3600s`` (cost units),
         ``100c`` (the cost of 100 typical full evaluations of the instance) or ``30dc`` (of 30 × d).
 
@@ -84,7 +93,7 @@ class Budget:
             raise UsageError(f"budget {text} is {budget.amount:g} full evaluations; a run needs at least one")
         return budget
 
-    def for_dimension(self, d: int) -> "Budget":
+    def for_dimension(self, d: float) -> "Budget":
         """A per-hyperparameter budget (``full_evals_per_d``) for an instance with ``d`` hyperparameters;
         any other budget as it is."""
         return Budget(self.amount * d, "full_evals", self.spec) if self.unit == "full_evals_per_d" else self
@@ -101,12 +110,24 @@ class Budget:
             return self
         return Budget(self.amount * typical_cost, "cost", self.spec)
 
+    @property
+    def spent_column(self) -> str:
+        """The trace column (and summary field) that measures what a run spent of this budget:
+        ``budget_used`` (full-evaluation equivalents) for a full-evaluation budget, ``cost_used`` for a
+        cost or typical-cost budget. The one owner of that choice: the budget account, the meta-objective,
+        the evaluation's tables and the report read the column it names."""
+        return "budget_used" if self.unit == "full_evals" else "cost_used"
+
+    def spent(self, budget_used: float, cost_used: float) -> float:
+        """What a run that spent ``budget_used`` full-evaluation equivalents and ``cost_used`` cost units
+        spent of this budget, in its own unit (:attr:`spent_column`)."""
+        return budget_used if self.spent_column == "budget_used" else cost_used
+
     def fraction(self, budget_used: float, cost_used: float) -> float:
         """Progress t = spent / B in the budget's own unit."""
         if self.unit in ("typical_cost", "full_evals_per_d"):
             raise ValueError(f"budget {self.spec}: resolve it per instance first (metaopt.core.references.resolve_budget)")
-        spent = budget_used if self.unit == "full_evals" else cost_used
-        return spent / self.amount
+        return self.spent(budget_used, cost_used) / self.amount
 
     def __str__(self) -> str:
         unit = {"full_evals": "full evaluations", "cost": "cost units", "typical_cost": "typical evaluation costs",
@@ -144,12 +165,11 @@ class BudgetMeter:
 
     def step(self, fidelity: float) -> float:
         """Full-evaluation equivalents one evaluation at ``fidelity`` spends: r/r_max."""
-        return fidelity / self.r_max
+        return full_evaluations(fidelity, self.r_max)
 
     def left(self) -> float:
         """What is left of the budget, in its own unit (at least -BUDGET_TOLERANCE)."""
-        spent = self.budget_used if self.budget.unit == "full_evals" else self.cost_used
-        return self.budget.amount - spent
+        return self.budget.amount - self.budget.spent(self.budget_used, self.cost_used)
 
     def how_many_fit(self, n: int, fidelity: float) -> int:
         """Called before a batch of ``n`` evaluations at ``fidelity`` is evaluated.

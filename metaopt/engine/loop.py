@@ -51,7 +51,7 @@ from metaopt.components.stopping import BudgetRule, StoppingRule
 from metaopt.core.archive import Archive
 from metaopt.core.benchmarks.base import Problem
 from metaopt.core.benchmarks.function import as_loss, as_losses
-from metaopt.core.budget import Budget, BudgetMeter
+from metaopt.core.budget import Budget, BudgetMeter, full_evaluations
 from metaopt.core.errors import UsageError
 from metaopt.core.context import ProposalContext, RunState
 from metaopt.core.references import resolve_budget
@@ -228,6 +228,7 @@ class _Run:
             return costs * ratio
 
         rung = Rung(losses, next_stage.n_survivors, float(self.opt.config["survival_fraction"]), next_costs)
+        assert self.opt.promotion is not None  # a schedule with later stages has a promotion rule
         return ids[self.opt.promotion.select(rung)]
 
     # -- evaluation -------------------------------------------------------------------------
@@ -491,7 +492,7 @@ class AskTell:
         """
         if self._pending is None:
             return
-        prefix = []
+        prefix: list[tuple[float, float]] = []
         while len(prefix) in self._told:
             prefix.append(self._told[len(prefix)])
         self._run.stop_request = reason
@@ -501,7 +502,7 @@ class AskTell:
 
     def _default_cost(self, fidelity: float) -> float:
         """The cost of an evaluation told without one: r / r_max."""
-        return fidelity / self.problem.fidelity.r_max
+        return full_evaluations(fidelity, self.problem.fidelity.r_max)
 
     def _cost(self, cost: Any, fidelity: float, field: str) -> float:
         """A told cost, checked (a finite number >= 0), or the default cost at ``fidelity``."""

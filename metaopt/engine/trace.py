@@ -9,7 +9,7 @@ import pandas as pd
 
 from metaopt.core.archive import Archive
 from metaopt.core.benchmarks.base import Problem
-from metaopt.core.budget import Budget
+from metaopt.core.budget import Budget, full_evaluations
 from metaopt.core.space_codec import SpaceCodec
 
 TRACE_COLUMNS = [
@@ -42,7 +42,7 @@ def build_trace(archive: Archive, codec: SpaceCodec, problem: Problem, budget: B
         "fidelity": fidelity,
         "loss": loss,
         "cost": archive.cost,
-        "budget_used": np.cumsum(fidelity / problem.fidelity.r_max),
+        "budget_used": np.cumsum(full_evaluations(fidelity, problem.fidelity.r_max)),
         "cost_used": np.cumsum(archive.cost),
         "incumbent_loss": np.fmin.accumulate(np.where(np.isnan(loss), np.inf, loss)) if n else loss,
         "incumbent_loss_full": (np.fmin.accumulate(np.where(full & ~np.isnan(loss), loss, np.inf)) if n else loss),

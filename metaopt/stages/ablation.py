@@ -42,7 +42,7 @@ from metaopt.core.budget import Budget
 from metaopt.core.errors import UsageError
 from metaopt.core.executor import Executor
 from metaopt.store.run_io import jsonable
-from metaopt.store.store import StudyStore
+from metaopt.store.store import AblationFiles, StudyStore
 from metaopt.core.store_utils import atomic_write_text
 
 Estimate = Callable[[list[Gamma]], list[tuple[float, float]]]
@@ -343,9 +343,9 @@ def resolve_endpoint(text: str, field_name: str, fidelity: Any,
     return Endpoint(resolved.name.replace(":", "-"), resolved.config)
 
 
-def _claim(folder: Path, identity: dict[str, Any]) -> dict[str, Any]:
-    """Check that ``folder`` holds nothing or an ablation with this identity; return its meta.json."""
-    path = folder / "meta.json"
+def _claim(files: AblationFiles, identity: dict[str, Any]) -> dict[str, Any]:
+    """Check that the ablation's folder holds nothing or an ablation with this identity; return its meta.json."""
+    folder, path = files.folder, files.meta_json
     if not path.exists():
         return {}
     previous = json.loads(path.read_text())
@@ -367,16 +367,16 @@ def run_ablation(spec: AblationSpec, output: Path, executor: Executor | None = N
     check_choices("estimator", [spec.estimator], ESTIMATORS)
     check_choices("variant", spec.variants, VARIANTS)
     store = StudyStore(output)
-    folder = store.ablation_dir(spec.folder_name)
+    files = store.ablation(spec.folder_name)
     identity = {"benchmark": spec.benchmark, "estimator": spec.estimator,
                 "budget": spec.budget.spec if spec.budget else None,
                 "source": {"name": spec.source.name, "config": spec.source.config},
                 "target": {"name": spec.target.name, "config": spec.target.config}}
-    previous = _claim(folder, identity)
+    previous = _claim(files, identity)
     if spec.estimator == "evaluated":
         if not spec.instances or not spec.seeds or spec.budget is None:
             raise UsageError("estimator evaluated: needs instances, seeds and a budget")
-        estimator: EvaluatedEstimator | SurrogateEstimator = EvaluatedEstimator(store.ablation_runs_dir(spec.folder_name), spec.benchmark, list(spec.instances), list(spec.seeds),
+        estimator: EvaluatedEstimator | SurrogateEstimator = EvaluatedEstimator(files.runs_dir, spec.benchmark, list(spec.instances), list(spec.seeds),
                                        spec.budget, executor or Executor(), spec.race, spec.yahpo_data, quiet)
     else:
         if spec.archive is None or not spec.archive.exists():
@@ -395,12 +395,12 @@ def run_ablation(spec: AblationSpec, output: Path, executor: Executor | None = N
     for variant in spec.variants:
         table = ablation_table(run[variant](), variant, estimator.note)
         tables[variant] = table
-        _write_variant(folder, variant, table, spec, estimator.describe())
+        _write_variant(files, variant, table, spec, estimator.describe())
         if not quiet:
-            print(f"ablation {spec.folder_name}: wrote {folder / variant}.csv|.md|.png")
+            print(f"ablation {spec.folder_name}: wrote {files.variant_csv(variant)}|.md|.png")
     meta = {**identity, "name": spec.folder_name, **estimator.describe(), "race": spec.race,
             "variants": sorted(set(previous.get("variants", [])) | set(spec.variants))}
-    atomic_write_text(folder / "meta.json", json.dumps(jsonable(meta), indent=1) + "\n")
+    atomic_write_text(files.meta_json, json.dumps(jsonable(meta), indent=1) + "\n")
     return tables
 
 
@@ -417,21 +417,21 @@ EXPLAIN = {
 }
 
 
-def _write_variant(folder: Path, variant: str, table: pd.DataFrame, spec: AblationSpec, details: dict[str, Any]
+def _write_variant(files: AblationFiles, variant: str, table: pd.DataFrame, spec: AblationSpec, details: dict[str, Any]
                    ) -> None:
     from metaopt.analysis.ablation_plots import plot_ablation
     from metaopt.analysis.markdown import markdown_table
 
-    atomic_write_text(folder / f"{variant}.csv", table.to_csv(index=False))
+    atomic_write_text(files.variant_csv(variant), table.to_csv(index=False))
     caption = _caption(spec, details)
     title = f"{TITLES[variant]}: {spec.source.name} → {spec.target.name} ({spec.benchmark})"
-    plot_ablation(table, folder / f"{variant}.png", variant, title, caption)
+    plot_ablation(table, files.variant_png(variant), variant, title, caption)
     shown = table.assign(mean=[f"{m:.4f} ± {s:.4f}" for m, s in zip(table["mean"], table["se"])],
                          share=[f"{s:.1%}" if pd.notna(s) else "" for s in table["share"]])
     shown = shown.rename(columns={"mean": "mean ± s.e."}).drop(columns="se")
     md = [f"# {title}", "", EXPLAIN[variant].format(source=spec.source.name, target=spec.target.name), "",
-          markdown_table(shown), "", f"![{variant}]({variant}.png)", "", f"*{caption}*"]
-    atomic_write_text(folder / f"{variant}.md", "\n".join(md) + "\n")
+          markdown_table(shown), "", f"![{variant}]({files.variant_png(variant).name})", "", f"*{caption}*"]
+    atomic_write_text(files.variant_md(variant), "\n".join(md) + "\n")
 
 
 def _caption(spec: AblationSpec, details: dict[str, Any]) -> str:

@@ -43,7 +43,7 @@ from metaopt.stages.meta import meta_objective
 from metaopt.store.meta_archive import CRASH_OBJECTIVE, gamma_hash
 from metaopt.store.run_io import jsonable
 from metaopt.core.errors import UsageError
-from metaopt.store.store import RUN_RECORD_GLOB, read_meta_archive, run_record_file
+from metaopt.store.store import read_meta_archive, run_record_file, stored_run_records
 from metaopt.core.store_utils import atomic_write_text
 from metaopt.engine.tasks import RunSpec, execute
 
@@ -72,7 +72,7 @@ class EvaluatedEstimator:
         self.yahpo_data, self.quiet = yahpo_data, quiet
         self.references = {i: get_reference(bench, i) for i in self.instances}
         self.records: dict[tuple[str, str, int], dict[str, Any]] = {}
-        for path in sorted(Path(store).glob(RUN_RECORD_GLOB)):
+        for path in stored_run_records(store):
             try:  # one atomically written file per run: damage means someone changed it
                 record = json.loads(path.read_text())
             except ValueError:

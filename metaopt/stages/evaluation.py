@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from metaopt.analysis.aliases import kept, same_configuration_labels
 from metaopt.analysis.markdown import markdown_table
 from metaopt.analysis.termination import rtc, ryc
 from metaopt.core.benchmarks.base import Benchmark, Problem
@@ -38,8 +39,9 @@ from metaopt.engine.simclock import run as run_loop
 from metaopt.core.references import Reference
 from metaopt.spaces.design_space import validate, without_stopping
 from metaopt.spaces.resolve import optimizer_name, resolve_optimizer
-from metaopt.store.run_io import UNFINISHED, DamagedRun, RunResult, check_run, read_run, write_run
-from metaopt.store.store import StudyStore
+from metaopt.store.run_io import (UNFINISHED, DamagedRun, RunResult, check_run, clear_failure, discard_summary,
+                                  has_failed, read_run, write_failure, write_run)
+from metaopt.store.store import EvalFiles, StudyStore
 from metaopt.core.store_utils import atomic_write_text
 from metaopt.engine.tasks import RunSpec, execute
 
@@ -155,10 +157,10 @@ def evaluate(output: Path | StudyStore, bench: Benchmark, entries: list[Optimize
             folder = store.eval_run_dir(spec.optimizer, spec.instance, spec.seed)
             if outcome.ok:
                 write_run(folder, RunResult(outcome.result.trace, {**outcome.result.summary, "optimizer": spec.optimizer}))
-                (folder / "failed.json").unlink(missing_ok=True)
+                clear_failure(folder)
             else:
                 failures += 1
-                atomic_write_text(folder / "failed.json", json.dumps({"traceback": outcome.error}, indent=1))
+                write_failure(folder, outcome.error)
                 if not quiet:
                     tqdm.write(f"run failed: {spec.optimizer} {spec.instance} seed {spec.seed}: "
                                f"{outcome.error.strip().splitlines()[-1]}")
@@ -171,20 +173,40 @@ def evaluate(output: Path | StudyStore, bench: Benchmark, entries: list[Optimize
         try:
             results.append((dict(optimizer=s.optimizer, instance=s.instance, seed=s.seed), read_run(folder)))
         except (FileNotFoundError, DamagedRun):
-            if (folder / "failed.json").exists():
+            if has_failed(folder):
                 failed.append(f"{s.optimizer} on {s.instance} seed {s.seed}")
     if not results:
         raise UsageError("evaluation: no run finished; nothing to tabulate")
+    labels = same_configuration_labels({e.name: e.config if e.peer is None else None for e in runnable},
+                                       [e.name for e in entries])
+    results = _merge_same(results, labels)
     caption = (f"{caption_prefix}{bench.name}: {len(instances)} instances "
                f"({', '.join(instances[:6])}{' ...' if len(instances) > 6 else ''}) x {len(seeds)} seeds, "
                f"budget {budget}")
     if twins:
-        write_termination_table(store.eval_dir, results, {name: twin.name for name, twin in twins.items()},
+        write_termination_table(store.eval_files, results,
+                                {labels.get(name, name): labels.get(twin.name, twin.name) for name, twin in twins.items()},
                                 caption)
     if cost_reference is not None:
-        write_cost_table(store.eval_dir, results, cost_reference, caption)
+        write_cost_table(store.eval_files, results, labels.get(cost_reference, cost_reference), caption)
     return write_tables(store, results, budget, report_budgets, caption, n_instances=len(instances),
                         failed=failed)
+
+
+def _merge_same(results: list[tuple[dict, RunResult]], labels: Mapping[str, str]) -> list[tuple[dict, RunResult]]:
+    """Called before the tables are written: ``results`` with one configuration under several names
+    (:func:`metaopt.analysis.aliases.same_configuration_labels`) once, the first name's runs under the
+    label that joins all the names (the others' are the same runs); every other run as it is."""
+    merged = []
+    for keys, result in results:
+        name = keys["optimizer"]
+        label = labels.get(name, name)
+        if not kept(name, labels):
+            continue
+        if label != name:
+            keys, result = {**keys, "optimizer": label}, RunResult(result.trace, {**result.summary, "optimizer": label})
+        merged.append((keys, result))
+    return merged
 
 
 def _same_runs(todo: list[RunSpec]) -> list[list[RunSpec]]:
@@ -219,23 +241,23 @@ def _runs_to_do(store: StudyStore, specs: list[RunSpec]) -> list[RunSpec]:
             if damaged <= MAX_DAMAGE_LINES:
                 print(f"evaluation: run {spec.optimizer} on {spec.instance} seed {spec.seed} is damaged ({problem}); "
                       "it is redone")
-            (folder / "summary.json").unlink(missing_ok=True)
+            discard_summary(folder)
         todo.append(spec)
     if damaged > MAX_DAMAGE_LINES:
         print(f"evaluation: ... and {damaged - MAX_DAMAGE_LINES} more damaged runs are redone")
     return todo
 
 
-def write_cost_table(folder: Path, results: list[tuple[dict, Any]], reference: str, caption: str) -> pd.DataFrame:
+def write_cost_table(files: EvalFiles, results: list[tuple[dict, Any]], reference: str, caption: str) -> pd.DataFrame:
     """cost.csv/.md: regret at the reference's equal cost budget and cost to reach its median final loss."""
     from metaopt.analysis.cost import cost_comparison, cost_table
 
     per_run = cost_comparison([(keys, res.trace, res.summary) for keys, res in results], reference)
     if per_run.empty:
         raise UsageError(f"field 'evaluation.cost_reference': optimizer {reference!r} has no finished run")
-    atomic_write_text(folder / "cost_runs.csv", per_run.to_csv(index=False))
+    atomic_write_text(files.cost_runs_csv, per_run.to_csv(index=False))
     table = cost_table(per_run)
-    atomic_write_text(folder / "cost.csv", table.to_csv(index=False))
+    atomic_write_text(files.cost_csv, table.to_csv(index=False))
     shown = pd.DataFrame({
         "optimizer": table["optimizer"],
         "regret at equal cost": [f"{m:.4f} ± {e:.4f}" for m, e in zip(table["regret_at_cost"], table["regret_at_cost_se"])],
@@ -251,7 +273,7 @@ def write_cost_table(folder: Path, results: list[tuple[dict, Any]], reference: s
           f"runs whose incumbent reaches the target; cost to reach it: median over runs of the cost "
           f"needed, as a multiple of the equal cost budget (runs that never reach it count as ∞).", "",
           markdown_table(shown), "", f"*{caption}*"]
-    atomic_write_text(folder / "cost.md", "\n".join(md) + "\n")
+    atomic_write_text(files.cost_md, "\n".join(md) + "\n")
     return table
 
 
@@ -267,7 +289,7 @@ def termination_twins(entries: list[OptimizerEntry]) -> dict[str, OptimizerEntry
     return twins
 
 
-def write_termination_table(folder: Path, results: list[tuple[dict, Any]], twin_of: dict[str, str],
+def write_termination_table(files: EvalFiles, results: list[tuple[dict, Any]], twin_of: dict[str, str],
                             caption: str) -> pd.DataFrame:
     """termination.csv/.md: per stopped optimizer, mean ± s.e. over instances of RYC, RTC and more;
     termination_runs.csv: the same per run (optimizer, instance, seed), for paired comparisons."""
@@ -288,13 +310,13 @@ def write_termination_table(folder: Path, results: list[tuple[dict, Any]], twin_
     per_run = pd.DataFrame(rows)
     if per_run.empty:
         return per_run
-    atomic_write_text(folder / "termination_runs.csv", per_run.to_csv(index=False))
+    atomic_write_text(files.termination_runs_csv, per_run.to_csv(index=False))
     table: Any = None
     for column in ("ryc", "rtc", "rtc_budget", "stopped", "regret_stopped", "regret_full"):
         agg = mean_se_over_instances(per_run, ["optimizer"], column)
         agg = agg.rename(columns={"mean": column, "se": f"{column}_se"})
         table = agg if table is None else table.merge(agg.drop(columns="n_instances"), on="optimizer")
-    atomic_write_text(folder / "termination.csv", table.to_csv(index=False))
+    atomic_write_text(files.termination_csv, table.to_csv(index=False))
     shown = table[["optimizer"]].copy()
     for column in ("ryc", "rtc", "rtc_budget", "stopped", "regret_stopped", "regret_full"):
         shown[column] = [f"{m:.3f} ± {e:.3f}" for m, e in zip(table[column], table[f"{column}_se"])]
@@ -305,7 +327,7 @@ def write_termination_table(folder: Path, results: list[tuple[dict, Any]], twin_
           "of runs the rule ended early; regrets at the end of the stopped and of the full run. Mean ± s.e. "
           "over instances (seeds averaged per instance); each stopped run is compared with the same γ, "
           "instance and seed run to the full budget.", "", markdown_table(shown), "", f"*{caption}*"]
-    atomic_write_text(folder / "termination.md", "\n".join(md) + "\n")
+    atomic_write_text(files.termination_md, "\n".join(md) + "\n")
     return table
 
 
@@ -322,15 +344,14 @@ def write_tables(store: StudyStore, results: list[tuple[dict, Any]], budget: Bud
     from metaopt.analysis.stats import empty_runs
     from metaopt.analysis.plots import plot_anytime
 
-    folder = store.eval_dir
-    unit_column = "budget_used" if budget.unit == "full_evals" else "cost_used"
+    files = store.eval_files
     rows = []
     for keys, res in results:
         row = {**keys, **{k: v for k, v in res.summary.items() if k not in ("config", "reference")}}
         # A typical-cost budget was resolved per instance (summary "budget", in cost units): scale alike.
         scale = res.summary["budget"] / budget.amount if budget.unit == "typical_cost" else 1.0
         for rb in report_budgets:
-            row[f"regret@{rb.spec}"] = float(regret_at(res.trace[unit_column].to_numpy(),
+            row[f"regret@{rb.spec}"] = float(regret_at(res.trace[budget.spent_column].to_numpy(),
                                                        res.trace["normalized_regret"].to_numpy(),
                                                        np.array([rb.amount * scale]))[0]) if len(res.trace) else np.nan
         rows.append(row)
@@ -338,8 +359,8 @@ def write_tables(store: StudyStore, results: list[tuple[dict, Any]], budget: Bud
     # Wall times are measurements, not results: they go to wall_times.csv, so that results.csv and
     # the tables are the same bytes however the runs were scheduled or interrupted.
     walls = per_run.groupby("optimizer").agg(runs=("seed", "size"), wall_time_per_run_s=("wall_time_s", "mean"))
-    atomic_write_text(folder / "wall_times.csv", walls.reset_index().to_csv(index=False))
-    atomic_write_text(store.results_csv, per_run.drop(columns=["wall_time_s", "cpu_time_s"], errors="ignore")
+    atomic_write_text(files.wall_times_csv, walls.reset_index().to_csv(index=False))
+    atomic_write_text(files.results_csv, per_run.drop(columns=["wall_time_s", "cpu_time_s"], errors="ignore")
                       .to_csv(index=False))
 
     table: Any = None
@@ -350,7 +371,7 @@ def write_tables(store: StudyStore, results: list[tuple[dict, Any]], budget: Bud
         table = agg if table is None else table.merge(agg.drop(columns="n_instances"), on="optimizer")
     table = table.merge(walls[["runs"]].reset_index(), on="optimizer")
     table = table.sort_values([f"mean@{report_budgets[-1].spec}", "optimizer"]).reset_index(drop=True)
-    atomic_write_text(folder / "table.csv", table.to_csv(index=False))
+    atomic_write_text(files.table_csv, table.to_csv(index=False))
 
     shown = ["optimizer"] + [f"regret@{rb.spec}" for rb in report_budgets] + ["n_instances", "runs"]
     md = ["# Held-out evaluation", "",
@@ -367,11 +388,11 @@ def write_tables(store: StudyStore, results: list[tuple[dict, Any]], budget: Bud
     if budget.unit == "full_evals":
         first = max(float(res.trace["budget_used"].iloc[0]) for _, res in results if len(res.trace))
         curves = anytime_table(((keys, res.trace) for keys, res in results), budget_grid(first, budget.amount))
-        atomic_write_text(folder / "anytime.csv", curves.to_csv(index=False))
-        plot_anytime(curves, folder / "anytime.png", "Anytime performance (held-out instances)",
+        atomic_write_text(files.anytime_csv, curves.to_csv(index=False))
+        plot_anytime(curves, files.anytime_png, "Anytime performance (held-out instances)",
                      caption + "; band = ± 1 s.e. over instances")
-        md += ["", "![anytime mean normalized regret](anytime.png)", "", f"*{caption}*"]
-    atomic_write_text(store.table_md, "\n".join(md) + "\n")
+        md += ["", f"![anytime mean normalized regret]({files.anytime_png.name})", "", f"*{caption}*"]
+    atomic_write_text(files.table_md, "\n".join(md) + "\n")
     return table[shown].merge(walls[["wall_time_per_run_s"]].reset_index(), on="optimizer")
 
 

@@ -153,13 +153,13 @@ def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = N
     lines = []
     for key in sorted(cache):
         record = cache[key]
-        compact = {k: record[k] for k in ("hash", "gamma", "instance", "seed", "status", "objective", "inner_budget")
+        compact: dict[str, Any] = {k: record[k] for k in ("hash", "gamma", "instance", "seed", "status", "objective", "inner_budget")
                    if k in record}
         compact["summary"] = {k: v for k, v in record.get("summary", {}).items() if k in ARCHIVE_SUMMARY_FIELDS}
         lines.append(json.dumps(jsonable(compact)))  # γ's key order as stored: it is the archive's column order
     runs = len(lines)
     # the trials of the search and of its baselines in order: a finished search is restored, not replayed
-    logs = [(None, log) for log in store.trials_logs()]
+    logs: list[tuple[str | None, Path]] = [(None, log) for log in store.trials_logs()]
     logs += [(name, log) for name, paths in sorted(store.baseline_trials_logs().items()) for log in paths]
     for baseline, log in logs:
         try:
@@ -431,7 +431,7 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
             "found_at_trial": int(found["trial"].iloc[0]) if len(found) else None,
             "n_configurations": int(archive["hash"].nunique()), "n_trials": int(len(archive)),
             "selection": {"candidates": int(len(pool)), "seeds": chosen_seeds,
-                          "table": "meta/selection.csv"},
+                          "table": store.selection_csv.relative_to(store.root).as_posix()},
             "rule": f"among the {searched} {_pool_rule(min_instance_fraction)} (pooled over meta-seeds)"
                     f"{' and the best known design' if len(pool) > searched else ''}, "
                     f"the lowest mean objective over {seeds} further seeds per instance"}

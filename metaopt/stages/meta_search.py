@@ -27,7 +27,7 @@ from collections import ChainMap
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, MutableMapping, cast
 
 import numpy as np
 import pandas as pd
@@ -59,7 +59,7 @@ def meta_objective(kind: str, trace: pd.DataFrame, budget: Budget, fractions: li
 
     if len(trace) == 0:
         return CRASH_OBJECTIVE
-    spent = trace["budget_used" if budget.unit == "full_evals" else "cost_used"].to_numpy()
+    spent = trace[budget.spent_column].to_numpy()
     regret = trace["normalized_regret"].to_numpy()
     if kind == "regret":
         return float(regret[-1])
@@ -106,6 +106,7 @@ def run_trial(setup: MetaSetup, gamma: dict[str, Any], instance: str, seed: int,
     if fraction != 1.0:
         record["inner_budget"] = fraction
     if outcome.ok:
+        assert outcome.result is not None  # ok means the run returned a result
         summary = {k: v for k, v in outcome.result.summary.items() if k not in ("config", "reference")}
         # the budget the run had (setup.budget resolved for its instance: per hyperparameter on a pooled benchmark)
         budget = Budget(summary["budget"], summary["budget_unit"], summary["budget_spec"])
@@ -192,7 +193,8 @@ class Search:
         self.store, self.meta_seed, self.setup, self.trials, self.batch_size = store, meta_seed, setup, trials, batch_size
         self.fresh_ok: dict[Key, dict[str, Any]] = {}
         """Runs of this search with status ok, to join the stage's cache when all searches are done."""
-        self._cache = ChainMap(self.fresh_ok, cache)  # the stage's cache is not changed while searches run
+        # ChainMap writes to its first map only: the stage's cache is read, never changed, while searches run
+        self._cache = ChainMap(self.fresh_ok, cast(MutableMapping[Key, dict[str, Any]], cache))  # the stage's cache is not changed while searches run
         self._log = log
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("")  # the log is rebuilt by the (replaying) rerun
@@ -240,7 +242,7 @@ class Search:
 
     def tell_batch(self) -> None:
         """Tells the search the batch's results in proposal order and appends the batch to the trials log."""
-        batch_rows = []
+        batch_rows: list[dict[str, Any]] = []
         for info, (record, cached) in zip(self._infos, self._batch.results()):
             self._observe(info, record["objective"])
             batch_rows.append(trial_row(self.meta_seed, len(self.rows) + len(batch_rows), record, cached))
@@ -264,7 +266,7 @@ def _target_function(config: Any, instance: str | None = None, seed: int = 0, bu
     raise RuntimeError("meta trials are run by metaopt.stages.meta, not by SMAC's runner")
 
 
-def _smac_facade(facade: type, scenario: Any, initial: list, model_options: dict[str, Any],
+def _smac_facade(facade: Any, scenario: Any, initial: list, model_options: dict[str, Any],
                  intensifier_options: dict[str, Any]) -> Any:
     """The SMAC facade of a search (:class:`SmacSearch`, :class:`MultiFidelitySmacSearch`), built once
     per meta-seed: ``facade``'s reproducible model and maximizer (``model_options`` for

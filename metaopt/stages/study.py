@@ -25,7 +25,7 @@ import yaml
 
 from metaopt.core.errors import UsageError
 from metaopt.store.store import StudyStore, read_gamma_star
-from metaopt.core.store_utils import atomic_write_text, check_writable, output_lock, read_json_file
+from metaopt.core.store_utils import atomic_write_text, check_writable, output_lock
 from metaopt.store.study_spec import InstanceSelection, Study, StudySpec, companion_studies
 
 
@@ -141,10 +141,7 @@ class StudyContext:
             raise UsageError(f"{self.study.path}: {err}") from None
         if ev.gamma_star_from is not None:
             field = "evaluation.gamma_star_from"
-            data = read_json_file(ev.gamma_star_from, f"{self.study.path}: field '{field}'")
-            if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
-                raise self._error(field, f"{ev.gamma_star_from} must hold a JSON object with a \"config\" object "
-                                         "(as <output>/meta/gamma_star.json does)")
+            data = read_gamma_star(Path(ev.gamma_star_from), f"{self.study.path}: field '{field}'")
             try:
                 validate(data["config"])
             except UsageError as err:

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from metaopt.core.errors import UsageError
-from metaopt.store.store import RUN_RECORD_GLOB, StudyStore
+from metaopt.store.store import StudyStore, stored_run_records
 
 Key = tuple[str, str, int]
 """A trial's identity in the store: (γ hash, instance, seed)."""
@@ -175,7 +175,7 @@ def load_cache(store: StudyStore, archive_file: Path | None = None) -> dict[Key,
     compact archive is refused with one line (it is a file someone committed, not a crash's leftover).
     """
     cache = {}
-    for path in sorted(store.meta_runs_dir.glob(RUN_RECORD_GLOB)):
+    for path in stored_run_records(store.meta_runs_dir):
         try:
             record = json.loads(path.read_text())
         except ValueError:  # e.g. truncated by a full disk: recomputed

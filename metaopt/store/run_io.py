@@ -40,13 +40,27 @@ class DamagedRun(ValueError):
     """A stored run whose files do not match (see the module docstring); the message says how."""
 
 
+def trace_file(directory: Path) -> Path:
+    """``<directory>/trace.csv``: one row per evaluation of the run."""
+    return Path(directory) / "trace.csv"
+
+
+def summary_file(directory: Path) -> Path:
+    """``<directory>/summary.json``: the run's summary and its trace's digest (written last)."""
+    return Path(directory) / "summary.json"
+
+
+def failed_file(directory: Path) -> Path:
+    """``<directory>/failed.json``: the traceback of a run that raised."""
+    return Path(directory) / "failed.json"
+
+
 def write_run(directory: Path, result: RunResult) -> None:
     """Write the trace first and the summary (with the trace's digest) last: the summary marks a finished run."""
-    directory = Path(directory)
-    atomic_write_text(directory / "trace.csv", result.trace.to_csv(index=False))
-    digest = file_digest((directory / "trace.csv").read_bytes())
+    atomic_write_text(trace_file(directory), result.trace.to_csv(index=False))
+    digest = file_digest(trace_file(directory).read_bytes())
     summary = {**jsonable(result.summary), TRACE_DIGEST: digest}
-    atomic_write_text(directory / "summary.json", json.dumps(summary, indent=1) + "\n")
+    atomic_write_text(summary_file(directory), json.dumps(summary, indent=1) + "\n")
 
 
 def _verified_files(directory: Path) -> tuple[dict[str, Any], bytes]:
@@ -55,7 +69,7 @@ def _verified_files(directory: Path) -> tuple[dict[str, Any], bytes]:
     Raises FileNotFoundError when there is no summary.json (an unfinished run) and DamagedRun when
     the files are there but do not match.
     """
-    text = (directory / "summary.json").read_text()
+    text = summary_file(directory).read_text()
     try:
         summary = json.loads(text)
     except json.JSONDecodeError:
@@ -63,7 +77,7 @@ def _verified_files(directory: Path) -> tuple[dict[str, Any], bytes]:
     if not isinstance(summary, dict) or not isinstance(summary.get(TRACE_DIGEST), str):
         raise DamagedRun(f"summary.json has no {TRACE_DIGEST} (damaged, or written by an older version)")
     try:
-        trace = (directory / "trace.csv").read_bytes()
+        trace = trace_file(directory).read_bytes()
     except FileNotFoundError:
         raise DamagedRun("trace.csv is missing beside summary.json") from None
     if file_digest(trace) != summary[TRACE_DIGEST]:
@@ -91,6 +105,26 @@ def read_run(directory: Path) -> RunResult:
     """The stored run in ``directory``; DamagedRun (or FileNotFoundError) unless it is finished and intact."""
     summary, trace = _verified_files(Path(directory))
     return RunResult(pd.read_csv(io.BytesIO(trace)), summary)
+
+
+def write_failure(directory: Path, traceback: str) -> None:
+    """Record that the run in ``directory`` raised (``failed.json`` with its traceback); it is tried again."""
+    atomic_write_text(failed_file(directory), json.dumps({"traceback": traceback}, indent=1))
+
+
+def clear_failure(directory: Path) -> None:
+    """Called when a run that had failed has now finished: its ``failed.json`` goes."""
+    failed_file(directory).unlink(missing_ok=True)
+
+
+def has_failed(directory: Path) -> bool:
+    """True when the run in ``directory`` left a ``failed.json`` (it raised, and was not retried since)."""
+    return failed_file(directory).exists()
+
+
+def discard_summary(directory: Path) -> None:
+    """Called on a damaged run before it is redone: its summary goes, so that nothing reads it as finished."""
+    summary_file(directory).unlink(missing_ok=True)
 
 
 def jsonable(value: Any) -> Any:

@@ -32,8 +32,8 @@ from typing import Any
 import pandas as pd
 
 from metaopt.core.errors import UsageError
-from metaopt.store.run_io import UNFINISHED, DamagedRun, RunResult, check_run, read_run
-from metaopt.core.store_utils import LOCK_NAME
+from metaopt.store.run_io import UNFINISHED, DamagedRun, RunResult, check_run, has_failed, read_run
+from metaopt.core.store_utils import LOCK_NAME, read_text_file
 from metaopt.store.study_spec import StudySpec, load_study
 
 
@@ -49,8 +49,11 @@ def run_record_file(runs_dir: Path, name: str, instance: str, seed: int) -> Path
     return Path(runs_dir) / name / instance / f"seed-{seed}.json"
 
 
-RUN_RECORD_GLOB = "*/*/seed-*.json"
-"""Every run record under a runs folder laid out by :func:`run_record_file`."""
+def stored_run_records(runs_dir: Path) -> list[Path]:
+    """Every run record under ``runs_dir`` (laid out by :func:`run_record_file`), in the order the names
+    sort; called by the readers of a runs folder (the meta-optimization's cache, the evaluated ablation,
+    the throughput benchmark)."""
+    return sorted(Path(runs_dir).glob("*/*/seed-*.json"))
 
 
 ARCHIVE_COLUMNS = ("instance", "objective")
@@ -59,6 +62,160 @@ ARCHIVE_COLUMNS = ("instance", "objective")
 
 GAMMA_STAR_NAME = "gamma_star.json"
 """γ*'s file, beside the meta-archive in ``meta/``."""
+
+
+@dataclass(frozen=True)
+class EvalFiles:
+    """The evaluation's files in one folder (``eval/``; for a store written before ``eval/`` existed, the
+    study folder itself): :attr:`StudyStore.eval_files` for writers, :meth:`StudyStore.readable_eval_files`
+    for readers."""
+
+    folder: Path
+
+    @property
+    def runs_dir(self) -> Path:
+        """``runs/<optimizer>/<instance>/seed-<k>/``: the held-out runs (:mod:`metaopt.store.run_io`)."""
+        return self.folder / "runs"
+
+    @property
+    def results_csv(self) -> Path:
+        """One row per finished run (final and intermediate regrets)."""
+        return self.folder / "results.csv"
+
+    @property
+    def table_csv(self) -> Path:
+        return self.folder / "table.csv"
+
+    @property
+    def table_md(self) -> Path:
+        return self.folder / "table.md"
+
+    @property
+    def wall_times_csv(self) -> Path:
+        """Mean wall time per run of each optimizer (a measurement, kept apart from the results)."""
+        return self.folder / "wall_times.csv"
+
+    @property
+    def anytime_csv(self) -> Path:
+        return self.folder / "anytime.csv"
+
+    @property
+    def anytime_png(self) -> Path:
+        return self.folder / "anytime.png"
+
+    @property
+    def cost_runs_csv(self) -> Path:
+        return self.folder / "cost_runs.csv"
+
+    @property
+    def cost_csv(self) -> Path:
+        return self.folder / "cost.csv"
+
+    @property
+    def cost_md(self) -> Path:
+        return self.folder / "cost.md"
+
+    @property
+    def termination_runs_csv(self) -> Path:
+        return self.folder / "termination_runs.csv"
+
+    @property
+    def termination_csv(self) -> Path:
+        return self.folder / "termination.csv"
+
+    @property
+    def termination_md(self) -> Path:
+        return self.folder / "termination.md"
+
+
+@dataclass(frozen=True)
+class AblationFiles:
+    """One ablation's folder (``ablation/<name>/``): its identity, its runs and one table, plot and page per variant."""
+
+    folder: Path
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    @property
+    def meta_json(self) -> Path:
+        """The ablation's identity and settings (checked before a rerun adds to the folder)."""
+        return self.folder / "meta.json"
+
+    @property
+    def runs_dir(self) -> Path:
+        """``runs/``: the evaluated estimator's runs, laid out by :func:`run_record_file`."""
+        return self.folder / "runs"
+
+    def variant_csv(self, variant: str) -> Path:
+        return self.folder / f"{variant}.csv"
+
+    def variant_md(self, variant: str) -> Path:
+        return self.folder / f"{variant}.md"
+
+    def variant_png(self, variant: str) -> Path:
+        return self.folder / f"{variant}.png"
+
+
+@dataclass(frozen=True)
+class ImportanceFiles:
+    """Parameter importance of one meta-optimization (``importance/``)."""
+
+    folder: Path
+
+    @property
+    def meta_json(self) -> Path:
+        """Settings, provenance and the digest of the inputs (:func:`metaopt.analysis.importance.inputs_digest`)."""
+        return self.folder / "meta.json"
+
+    @property
+    def fanova_csv(self) -> Path:
+        return self.folder / "fanova.csv"
+
+    @property
+    def fanova_png(self) -> Path:
+        return self.folder / "fanova.png"
+
+    @property
+    def local_csv(self) -> Path:
+        return self.folder / "local.csv"
+
+    @property
+    def local_png(self) -> Path:
+        return self.folder / "local.png"
+
+    def all(self) -> list[Path]:
+        """Every file written (a stored importance is complete when all exist)."""
+        return [self.meta_json, self.fanova_csv, self.local_csv, self.fanova_png, self.local_png]
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """A report's folder (``report/``, or the staging folder it is built in)."""
+
+    folder: Path
+
+    @property
+    def html(self) -> Path:
+        """The self-contained page (figures embedded)."""
+        return self.folder / "report.html"
+
+    @property
+    def markdown(self) -> Path:
+        return self.folder / "report.md"
+
+    @property
+    def figures_dir(self) -> Path:
+        return self.folder / "figures"
+
+    def figure(self, name: str) -> Path:
+        """``figures/<name>.png``."""
+        return self.figures_dir / f"{name}.png"
+
+    def figures(self) -> list[Path]:
+        """The figures written, by name."""
+        return sorted(self.figures_dir.glob("*.png"))
 
 
 @dataclass(frozen=True)
@@ -114,20 +271,30 @@ def read_meta_archive(path: Path) -> tuple[pd.DataFrame | None, str | None]:
     return archive, note
 
 
-def read_gamma_star(path: Path) -> dict[str, Any]:
+def read_gamma_star(path: Path, field: str | None = None) -> dict[str, Any]:
     """The record in a γ* file (a study's ``meta/gamma_star.json``, or another study's named by
     ``evaluation.gamma_star_from``): a JSON object whose ``config`` is γ*'s configuration, beside how it
     was chosen (``n_trials``, ``known_design``, ...). The one reader of γ* files; called by the stages,
-    the importance and the report. Raises FileNotFoundError (an OSError) when the file is missing, and a
-    one-line UsageError naming it when it is damaged (e.g. cut short by a full disk)."""
+    the importance and the report.
+
+    Without ``field`` (a file the store wrote) it raises FileNotFoundError (an OSError) when the file is
+    missing; with ``field`` (a file the user named, e.g. ``"study.yaml: field 'evaluation.gamma_star_from'"``)
+    a missing, unreadable or folder path is a one-line UsageError starting with ``field``. A damaged file
+    (not JSON, or no ``config`` object; e.g. cut short by a full disk) is a one-line UsageError naming it.
+    """
+    prefix = f"{field}: " if field else ""
     try:
-        record = json.loads(path.read_text())
+        text = read_text_file(path, field, "a gamma* file (JSON)") if field else Path(path).read_text()
+        record = json.loads(text)
         if isinstance(record, dict) and isinstance(record.get("config"), dict):
             return record
+    except UsageError:
+        raise
     except ValueError:  # not JSON, or not text
         pass
-    raise UsageError(f"{path} is damaged (not a complete gamma* file); rerun the optimize stage of the study "
-                     "that wrote it (metaopt optimize STUDY) to recompute it")
+    raise UsageError(f"{prefix}{path} is damaged (not a complete gamma* file: a JSON object with a \"config\" "
+                     "object); rerun the optimize stage of the study that wrote it (metaopt optimize STUDY) to "
+                     "recompute it")
 
 
 class StudyStore:
@@ -268,23 +435,26 @@ class StudyStore:
     def eval_dir(self) -> Path:
         return self.root / "eval"
 
-    def readable_eval_dir(self) -> Path:
-        """The evaluation folder to read: ``eval/``, or the folder itself for stores written before the
-        ``eval/`` subfolder existed (they hold ``runs/`` at the top level); called by the report."""
-        return self.eval_dir if self.eval_dir.is_dir() or not (self.root / "runs").is_dir() else self.root
-
     @property
-    def eval_runs_dir(self) -> Path:
-        return self.eval_dir / "runs"
+    def eval_files(self) -> EvalFiles:
+        """The evaluation's files in ``eval/``, where the evaluate stage writes them."""
+        return EvalFiles(self.eval_dir)
+
+    def readable_eval_files(self) -> EvalFiles:
+        """The evaluation's files to read: in ``eval/``, or in the folder itself for stores written before
+        the ``eval/`` subfolder existed (they hold ``runs/`` at the top level); called by the readers
+        (report, answer, reproductions)."""
+        old = EvalFiles(self.root)
+        return self.eval_files if self.eval_dir.is_dir() or not old.runs_dir.is_dir() else old
 
     def eval_run_dir(self, optimizer: str, instance: str, seed: int) -> Path:
         """The folder of one held-out run (``trace.csv``, ``summary.json`` or ``failed.json``)."""
-        return self.eval_runs_dir / optimizer / instance / f"seed-{seed}"
+        return self.eval_files.runs_dir / optimizer / instance / f"seed-{seed}"
 
     def stored_eval_runs(self) -> list[StoredRun]:
         """Every held-out run folder of the evaluation (``eval/runs/<optimizer>/<instance>/seed-<k>``, or the
         pre-``eval/`` layout), in a fixed order (as the stored names sort)."""
-        runs_dir = self.readable_eval_dir() / "runs"
+        runs_dir = self.readable_eval_files().runs_dir
         return [StoredRun(path.parts[-3], path.parts[-2], int(path.name.removeprefix("seed-")), path)
                 for path in sorted(runs_dir.glob("*/*/seed-*"))
                 if path.is_dir() and path.name.removeprefix("seed-").isdigit()]
@@ -321,13 +491,9 @@ class StudyStore:
         return [(run, problem) for run in self.stored_eval_runs()
                 if (problem := self.run_problem(run)) not in (None, UNFINISHED)]
 
-    @property
-    def results_csv(self) -> Path:
-        return self.eval_dir / "results.csv"
-
-    @property
-    def table_md(self) -> Path:
-        return self.eval_dir / "table.md"
+    def failed_eval_runs(self) -> list[StoredRun]:
+        """The held-out runs that failed (they left ``failed.json``) and have not finished since."""
+        return [run for run in self.stored_eval_runs() if has_failed(run.folder) and check_run(run.folder) is not None]
 
     # -- explanation ----------------------------------------------------------------------------
 
@@ -336,17 +502,26 @@ class StudyStore:
         """``ablation/``: one folder per ablation."""
         return self.root / "ablation"
 
-    def ablation_dir(self, name: str) -> Path:
-        return self.ablations_dir / name
+    def ablation(self, name: str) -> AblationFiles:
+        """The files of the ablation called ``name`` (``ablation/<name>/``)."""
+        return AblationFiles(self.ablations_dir / name)
 
-    def ablation_runs_dir(self, name: str) -> Path:
-        """``ablation/<name>/runs/``: the evaluated estimator's runs, laid out by :func:`run_record_file`."""
-        return self.ablation_dir(name) / "runs"
+    def stored_ablations(self) -> list[AblationFiles]:
+        """The ablations found on disk, by name (the report and the answer show whatever is there)."""
+        return [AblationFiles(path) for path in sorted(self.ablations_dir.glob("*")) if path.is_dir()]
 
     @property
     def importance_dir(self) -> Path:
         return self.root / "importance"
 
     @property
+    def importance(self) -> ImportanceFiles:
+        return ImportanceFiles(self.importance_dir)
+
+    @property
     def report_dir(self) -> Path:
         return self.root / "report"
+
+    @property
+    def report(self) -> ReportFiles:
+        return ReportFiles(self.report_dir)

@@ -33,6 +33,7 @@ from ConfigSpace.hyperparameters import (
 )
 
 from metaopt.core.benchmarks.base import Benchmark, Evaluation, Fidelity
+from metaopt.core.budget import full_evaluations
 from metaopt.core.errors import UsageError
 
 logger = logging.getLogger(__name__)
@@ -170,7 +171,7 @@ class FunctionBenchmark(Benchmark):
 
     def default_cost(self, fidelity: float) -> float:
         """The cost of an evaluation whose objective returns none: r / r_max."""
-        return fidelity / self.fidelity.r_max
+        return full_evaluations(fidelity, self.fidelity.r_max)
 
     def objective_fidelity(self, fidelity: float) -> float | None:
         """What the objective receives: the fidelity (an int for an integer one), or None without one."""
