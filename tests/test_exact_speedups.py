@@ -361,3 +361,41 @@ def test_features_of_one_fidelity_equal_the_per_level_encoding(yahpo_data):
         features = encoder.encode(X, r)
         np.testing.assert_array_equal(features[:, -1], per_level(r))
         np.testing.assert_array_equal(features[:, :-1], encoder.encode(X, mixed)[:, :-1])
+
+
+def _best_distinct_as_before(candidates: np.ndarray, scores: np.ndarray, n: int, exclude: np.ndarray) -> np.ndarray:
+    """The local search's pick as it was written before: every excluded row hashed, then the
+    candidates in score order, each looked up in the set."""
+    keys, excluded = np.nan_to_num(candidates, nan=-1.0), np.nan_to_num(exclude, nan=-1.0)
+    taken = {row.tobytes() for row in excluded}
+    chosen = []
+    for index in np.argsort(scores, kind="stable"):
+        k = keys[index].tobytes()
+        if k not in taken:
+            taken.add(k)
+            chosen.append(index)
+            if len(chosen) == n:
+                break
+    return candidates[np.array(chosen, dtype=int)]
+
+
+@pytest.mark.parametrize("n", [1, 3, 40, 500])
+def test_best_distinct_equals_the_hashed_pick(n):
+    """The pick that compares the best candidates with the excluded rows directly, and hashes them
+    only after many rejections, returns the rows the all-hashed pick returns: rows repeated among the
+    candidates and among the excluded ones, inactive (NaN) entries, a signed zero, tied scores."""
+    from metaopt.components.filters import _best_distinct
+
+    data = np.random.default_rng(n)
+    for repeats in (0.0, 0.5, 0.95):  # the share of candidates that are copies of excluded rows
+        grid = data.integers(0, 3, (300, 4)) / 2.0
+        grid[data.random(grid.shape) < 0.2] = np.nan
+        exclude = grid[:120]
+        candidates = np.where((data.random(300) < repeats)[:, None], exclude[data.integers(0, 120, 300)],
+                              data.integers(0, 3, (300, 4)) / 2.0)
+        candidates[0, 0] = -0.0  # its bytes differ from 0.0: another row to both picks
+        scores = data.integers(0, 20, 300).astype(float)
+        np.testing.assert_array_equal(_best_distinct(candidates, scores, n, exclude),
+                                      _best_distinct_as_before(candidates, scores, n, exclude))
+        np.testing.assert_array_equal(_best_distinct(candidates, scores, n, exclude[:0]),
+                                      _best_distinct_as_before(candidates, scores, n, exclude[:0]))

@@ -384,7 +384,7 @@ class SpaceCodec:
             lower=np.array([float(hp.lower_vectorized) for hp in hps]),
             upper=np.array([float(hp.upper_vectorized) for hp in hps]),
             categorical=np.flatnonzero(categorical),
-            round_trip=[(j, hp) for j, hp in enumerate(hps)
+            round_trip=[(j, _snapper(hp)) for j, hp in enumerate(hps)
                         if not categorical[j] and not isinstance(hp, FloatHyperparameter)],
             unconditional=np.array([j for j in range(self.dim) if j not in conditional], dtype=np.intp),
             conditions=[(j, [_condition_test(cond) for cond in conds]) for j, conds in self._conditions_in_order],
@@ -412,15 +412,12 @@ class SpaceCodec:
         # by column before.
         np.clip(X, plan.lower, plan.upper, out=X)
         X[:, plan.categorical] = np.rint(X[:, plan.categorical])
-        for j, hp in plan.round_trip:
+        for j, snap in plan.round_trip:
             col = X[:, j]
             set_ = ~np.isnan(col)
             if not set_.any():
                 continue
-            v = col[set_]
-            snapped = np.asarray(hp.to_vector(hp.to_value(v)), dtype=float)
-            # The round trip is not bit-exact on log scales: leave already-legal vectors alone.
-            col[set_] = np.where(hp.legal_vector(v), v, snapped)
+            col[set_] = snap(col[set_])
 
         # ConfigSpace draws from a legacy RandomState, seeded from the run's generator when first
         # needed: re-seeding one in place gives the state a new RandomState(seed) has.
@@ -464,9 +461,36 @@ class _RepairPlan:
     lower: np.ndarray
     upper: np.ndarray
     categorical: np.ndarray
-    round_trip: list[tuple[int, Any]]
+    round_trip: list[tuple[int, Callable[[np.ndarray], np.ndarray]]]
     unconditional: np.ndarray
     conditions: list[tuple[int, list[Callable[[np.ndarray], np.ndarray]]]]
+
+
+def _snapper(hp: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """How :meth:`SpaceCodec.repair` snaps the set vector entries ``v`` of an integer (or constant)
+    hyperparameter: ``v`` where ``hp.legal_vector(v)``, else ``hp.to_vector(hp.to_value(v))``.
+
+    For an integer on a :class:`UnitScaler` (ConfigSpace 1.2's integers), ``legal_vector`` and
+    ``to_value`` both start from the same unchecked values (``_unsafe_to_value``: a scaling, and an
+    ``exp`` on a log scale), so they are computed once and ConfigSpace's steps after them are called
+    directly, without the hyperparameter's per-call dispatch: the same operations on the same
+    arrays, half the calls. tests/test_exact_speedups.py compares with the calls through ``hp``.
+    """
+    scaler = getattr(hp, "_transformer", None)
+    if isinstance(scaler, UnitScaler) and np.issubdtype(scaler.dtype, np.integer):
+        def snap_integer(v: np.ndarray) -> np.ndarray:
+            unchecked = scaler._unsafe_to_value(v)
+            snapped = np.asarray(scaler.to_vector(unchecked.round().astype(scaler.dtype)), dtype=float)
+            # The round trip is not bit-exact on log scales: leave already-legal vectors alone.
+            return np.where(scaler.legal_value(unchecked), v, snapped)
+
+        return snap_integer
+
+    def snap(v: np.ndarray) -> np.ndarray:
+        snapped = np.asarray(hp.to_vector(hp.to_value(v)), dtype=float)
+        return np.where(hp.legal_vector(v), v, snapped)
+
+    return snap
 
 
 def _condition_test(cond: Condition | Conjunction) -> Callable[[np.ndarray], np.ndarray]:
