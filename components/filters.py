@@ -352,33 +352,15 @@ class LocalAndRandomFilter(_SurrogateFilter):
 def _best_distinct(candidates: np.ndarray, scores: np.ndarray, n: int, exclude: np.ndarray) -> np.ndarray:
     """The ``n`` lowest-scoring distinct rows of ``candidates`` that are not rows of ``exclude``
     (ties: candidate order); fewer only if there are not enough distinct rows."""
-    # A row's key: its bytes with NaN (inactive) as −1, here as 64-bit words. The best candidates are
-    # usually new, so each is compared with the excluded rows directly (one vectorized comparison)
-    # rather than hashing every excluded row first, which cost a fraction of a millisecond a batch
-    # and grew with the archive; after _DIRECT_CHECKS rejected candidates the hashed set takes over.
-    keys = np.ascontiguousarray(np.nan_to_num(candidates, nan=-1.0)).view(np.uint64)
-    excluded = np.ascontiguousarray(np.nan_to_num(exclude, nan=-1.0)).view(np.uint64)
-    taken: set[bytes] | None = None
-    chosen: list[int] = []
-    rejected = 0
+    # A row's key: its bytes with NaN (inactive) as −1; converted once for all rows, not row by row.
+    keys, excluded = np.nan_to_num(candidates, nan=-1.0), np.nan_to_num(exclude, nan=-1.0)
+    taken = {row.tobytes() for row in excluded}
+    chosen = []
     for index in np.argsort(scores, kind="stable"):
-        key = keys[index]
-        if taken is None and rejected >= _DIRECT_CHECKS:
-            taken = {row.tobytes() for row in excluded} | {keys[c].tobytes() for c in chosen}
-        if taken is not None:
-            new = key.tobytes() not in taken
-            if new:
-                taken.add(key.tobytes())
-        else:
-            new = not ((excluded == key).all(axis=1).any() or (keys[chosen] == key).all(axis=1).any())
-        if not new:
-            rejected += 1
-            continue
-        chosen.append(int(index))
-        if len(chosen) == n:
-            break
+        k = keys[index].tobytes()
+        if k not in taken:
+            taken.add(k)
+            chosen.append(index)
+            if len(chosen) == n:
+                break
     return candidates[np.array(chosen, dtype=int)]
-
-
-_DIRECT_CHECKS = 16
-"""Rejected candidates :func:`_best_distinct` compares directly before it hashes the excluded rows."""
