@@ -305,15 +305,13 @@ def _repair_as_before(codec: SpaceCodec, X: np.ndarray, rng: np.random.Generator
     for j in range(codec.dim):
         if j not in conditional:
             fill(j, np.isnan(X[:, j]))
-    for j, conds in codec._conditions_in_order:
-        active = np.ones(n, bool)
-        for cond in conds:
-            active &= cond.satisfied_by_vector_array(X.T)
+    for j, conds in codec._conditions_in_order:  # every condition of a child holds (booleans: any order)
+        active = np.logical_and.reduce([cond.satisfied_by_vector_array(X.T) for cond in conds])
         X[~active, j] = np.nan
         fill(j, active & np.isnan(X[:, j]))
-    forbidden = np.zeros(n, bool)
-    for clause in codec.space.forbidden_clauses:
-        forbidden |= clause.is_forbidden_vector_array(X.T)
+    clauses = codec.space.forbidden_clauses
+    forbidden = (np.logical_or.reduce([c.is_forbidden_vector_array(X.T) for c in clauses]) if clauses
+                 else np.zeros(n, bool))
     if forbidden.any():
         X[forbidden] = codec.sample_uniform(int(forbidden.sum()), rng)
     return X
