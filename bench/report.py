@@ -200,7 +200,12 @@ OVERHEAD_NOTES: dict[str, str] = {
         "the 2,000 candidates 1.2 / 1.6 ms, the neighbours with their repair 1.0 / 2.3 ms, log-EI 0.6 / "
         "0.9 ms, the features 0.5 / 0.9 ms, the pick of the best distinct candidate 0.2 / 0.4 ms: "
         "the first three are scikit-learn's builder, its leaf lookup and the generator's stream, so the "
-        "targets (100× at 30d, exponent 1.3) need the design choices above, not exact changes."),
+        "targets (100× at 30d, exponent 1.3) need the design choices above, not exact changes. The "
+        "overhead table of 2026-11-27 was measured at a load average of 15 on the 2 cores: its wall-time "
+        "ratios move by a third between runs of the same code (smac_like on lcbench 224×, 246×, 266× and "
+        "357× in four runs of these changes, 232× and 265× in two of main's that night; on rbv2_xgboost "
+        "277× to 340× against 380× and 529×), so the CPU-time ratios above measure the change, and the "
+        "targets need a measurement on an idle machine."),
     "rs": (
         "one evaluation per batch: its ratio is mostly the price of one benchmark call per evaluation "
         "(a YAHPO ONNX session run costs about a millisecond) against one batched call; every sequential "
