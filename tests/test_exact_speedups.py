@@ -270,3 +270,92 @@ def test_smac_forest_with_bounded_leaves_grows_the_same_trees(tmp_path):
         query = np.hstack([np.array([c.get_array() for c in space.sample_configuration(50)]), np.tile([[0.0, 1.0]], (50, 1))])
         for a, b in zip(plain.predict(query), bounded.predict(query)):
             np.testing.assert_array_equal(a, b)
+
+
+def _repair_as_before(codec: SpaceCodec, X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``SpaceCodec.repair`` as it was written before its per-column plan: every column through
+    ConfigSpace's own calls, conditions by ``satisfied_by_vector_array``, fresh values by
+    ``sample_vector`` from a new RandomState."""
+    from ConfigSpace.hyperparameters import FloatHyperparameter
+
+    X = np.array(X, dtype=float, copy=True).reshape(-1, codec.dim)
+    n = len(X)
+    for j, name in enumerate(codec.names):
+        hp = codec.space[name]
+        col = X[:, j]
+        set_ = ~np.isnan(col)
+        if not set_.any():
+            continue
+        v = np.clip(col[set_], hp.lower_vectorized, hp.upper_vectorized)
+        if codec.layout.categorical[j]:
+            v = np.rint(v)
+        elif not isinstance(hp, FloatHyperparameter):
+            snapped = np.asarray(hp.to_vector(hp.to_value(v)), dtype=float)
+            v = np.where(hp.legal_vector(v), v, snapped)
+        col[set_] = v
+    state: list[np.random.RandomState] = []
+
+    def fill(j: int, rows: np.ndarray) -> None:
+        if rows.any():
+            if not state:
+                state.append(np.random.RandomState(int(rng.integers(2**31 - 1))))
+            X[rows, j] = codec.space[codec.names[j]].sample_vector(int(rows.sum()), seed=state[0])
+
+    conditional = {j for j, _ in codec._conditions_in_order}
+    for j in range(codec.dim):
+        if j not in conditional:
+            fill(j, np.isnan(X[:, j]))
+    for j, conds in codec._conditions_in_order:  # every condition of a child holds (booleans: any order)
+        active = np.logical_and.reduce([cond.satisfied_by_vector_array(X.T) for cond in conds])
+        X[~active, j] = np.nan
+        fill(j, active & np.isnan(X[:, j]))
+    clauses = codec.space.forbidden_clauses
+    forbidden = (np.logical_or.reduce([c.is_forbidden_vector_array(X.T) for c in clauses]) if clauses
+                 else np.zeros(n, bool))
+    if forbidden.any():
+        X[forbidden] = codec.sample_uniform(int(forbidden.sum()), rng)
+    return X
+
+
+def test_repair_equals_the_column_by_column_repair(yahpo_data):
+    """The repair with its per-column plan (all columns clipped at once, InConditions tested by
+    equality, fresh values from the codec's samplers and a re-seeded RandomState) gives the rows and
+    leaves the run's generator where the column-by-column calls did: perturbed rows as the local
+    search makes them, rows with NaN in active places, values far outside the range."""
+    for name, space in _spaces(yahpo_data).items():
+        codec = SpaceCodec(space)
+        for seed in range(4):
+            data = np.random.default_rng(seed)
+            X = codec.sample_uniform(300, data)
+            moved = data.random(X.shape) < 0.3
+            X = np.where(moved, X + data.normal(0.0, 0.3, X.shape), X)
+            X[data.random(X.shape) < 0.05] = np.nan  # active or not: repair decides
+            X[data.random(X.shape) < 0.05] = 2.5  # a category index or value out of range
+            new, old = np.random.default_rng(seed + 10), np.random.default_rng(seed + 10)
+            repaired = codec.repair(X, new)
+            np.testing.assert_array_equal(repaired, _repair_as_before(SpaceCodec(space), X, old),
+                                          err_msg=f"{name}, seed {seed}")
+            assert new.integers(2**31) == old.integers(2**31), name
+
+
+def test_features_of_one_fidelity_equal_the_per_level_encoding(yahpo_data):
+    """Rows at one fidelity (a scalar, or the same value in every row) skip ``np.unique`` and give the
+    features the per-level lookup gives; rows at several fidelities still go through it."""
+    from metaopt.core.features import FeatureEncoder
+    from metaopt.core.libm import log as libm_log
+
+    bench = get_benchmark("yahpo:lcbench", yahpo_data)
+    codec, fidelity = SpaceCodec(bench.search_space), bench.problem(bench.test_instances[0]).fidelity
+    encoder = FeatureEncoder(codec, fidelity)
+    X = codec.sample_uniform(50, np.random.default_rng(0))
+
+    def per_level(r: np.ndarray) -> np.ndarray:  # the fidelity column as it was computed before
+        levels, where = np.unique(np.asarray(r, dtype=float).reshape(-1), return_inverse=True)
+        return np.broadcast_to((libm_log(levels)[where.reshape(-1)] - encoder._log_r_min) / encoder._log_r_range,
+                               (len(X),))
+
+    mixed = np.random.default_rng(1).choice([fidelity.r_min, 7.0, fidelity.r_max], size=len(X))
+    for r in (fidelity.r_max, 7.0, np.full(len(X), 13.0), np.full(len(X), fidelity.r_min), mixed):
+        features = encoder.encode(X, r)
+        np.testing.assert_array_equal(features[:, -1], per_level(r))
+        np.testing.assert_array_equal(features[:, :-1], encoder.encode(X, mixed)[:, :-1])

@@ -86,7 +86,12 @@ class FeatureEncoder:
         # NaN (inactive) never equals a code, so an inactive categorical is all zeros.
         one_hot = (X[:, self._cat_cols] == self._cat_codes) * ONE_HOT
         # log r from the C library (numpy's AVX-512 log differs in the last bit), once per distinct
-        # fidelity given (a scalar fidelity: once), then broadcast to the n rows
-        levels, where = np.unique(np.asarray(fidelity, dtype=float).reshape(-1), return_inverse=True)
+        # fidelity given (a scalar fidelity: once), then broadcast to the n rows. One fidelity for
+        # every row (the candidates a surrogate scores) skips np.unique's sort.
+        fidelity = np.asarray(fidelity, dtype=float).reshape(-1)
+        if len(fidelity) and (fidelity == fidelity[0]).all():
+            levels, where = fidelity[:1], np.zeros(len(fidelity), dtype=np.intp)
+        else:
+            levels, where = np.unique(fidelity, return_inverse=True)
         fid = np.broadcast_to((libm_log(levels)[where.reshape(-1)] - self._log_r_min) / self._log_r_range, (n,))
         return np.concatenate([numeric, one_hot, fid[:, None]], axis=1)
