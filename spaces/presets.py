@@ -252,6 +252,12 @@ for _path in sorted(DESIGNS_DIR.glob("*.json")):
     PRESETS[_preset.name] = _preset
 
 
+DEFAULT_OPTIMIZER = "metaopt_default"
+"""The optimizer of ``metaopt run`` without ``--optimizer`` and of :func:`metaopt.minimize` /
+:func:`metaopt.ask_tell` without ``optimizer``: the design the scenario-balanced pooled search found
+(``designs/metaopt_default.json``; held out per scenario in docs/results/README.md)."""
+
+
 def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]

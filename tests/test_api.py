@@ -497,3 +497,20 @@ def test_minimize_needs_only_declared_dependencies_and_not_yahpo():
     undeclared = {m for m in imported if m in providers
                   and not {d.lower().replace("_", "-") for d in providers[m]} & needed}
     assert not undeclared
+
+
+def test_the_default_optimizer_is_the_pooled_search_design():
+    """Without ``optimizer``, minimize and ask_tell run metaopt_default (the design the pooled
+    meta-optimization found; spaces/designs/metaopt_default.json): the same trace as naming it."""
+    import inspect
+
+    from metaopt.spaces.presets import DEFAULT_OPTIMIZER, get_preset
+
+    assert DEFAULT_OPTIMIZER == "metaopt_default" and get_preset(DEFAULT_OPTIMIZER).found_by == "default_balanced_mf"
+    for function in (metaopt.minimize, metaopt.ask_tell):
+        assert inspect.signature(function).parameters["optimizer"].default == "metaopt_default"
+    args = dict(budget="10d", fidelity=_fidelity_spec(), seed=3)
+    default = metaopt.minimize(synthetic_objective, BENCH.search_space, **args)
+    named = metaopt.minimize(synthetic_objective, BENCH.search_space, optimizer="metaopt_default", **args)
+    pd.testing.assert_frame_equal(default.trace, named.trace)
+    assert default.summary["n_evals"] > 0 and default.loss == named.loss

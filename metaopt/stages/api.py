@@ -28,6 +28,7 @@ from metaopt.core.errors import NoSuccessfulEvaluation, UsageError
 from metaopt.core.executor import make_executor
 from metaopt.engine.loop import AskTell, Batch, Result, Trial
 from metaopt.store.run_io import EvaluationLog, write_run
+from metaopt.spaces.presets import DEFAULT_OPTIMIZER
 from metaopt.spaces.resolve import resolve_optimizer
 from metaopt.core.store_utils import check_writable, output_lock
 
@@ -63,7 +64,7 @@ def optimizer_config(optimizer: str | Mapping[str, Any] | Path, fidelity: Fideli
     return config
 
 
-def ask_tell(space: ConfigurationSpace, optimizer: str | Mapping[str, Any] | Path = "bohb", budget: str = "30d",
+def ask_tell(space: ConfigurationSpace, optimizer: str | Mapping[str, Any] | Path = DEFAULT_OPTIMIZER, budget: str = "30d",
              fidelity: tuple | Fidelity | None = None, seed: int = 0, typical_cost: float | None = None) -> AskTell:
     """An ask/tell loop of ``optimizer`` over ``space`` (the arguments as for :func:`minimize`).
 
@@ -140,7 +141,7 @@ def _warn_without_fidelity(optimizer: Any, config: Mapping[str, Any], benchmark:
                   "to use its schedule", UserWarning, stacklevel=3)
 
 
-def minimize(objective: Objective, space: ConfigurationSpace, optimizer: str | Mapping[str, Any] | Path = "bohb",
+def minimize(objective: Objective, space: ConfigurationSpace, optimizer: str | Mapping[str, Any] | Path = DEFAULT_OPTIMIZER,
              budget: str = "30d", fidelity: tuple | Fidelity | None = None, seed: int = 0, workers: int = 1,
              output: str | Path | None = None, progress: bool = False,
              cheap_end: Mapping[str, str] | None = None, catch: tuple[type[BaseException], ...] = (),
@@ -156,7 +157,8 @@ def minimize(objective: Objective, space: ConfigurationSpace, optimizer: str | M
         space: the search space (a ConfigSpace ConfigurationSpace; conditions and forbidden clauses
             are respected).
         optimizer: a preset name (``metaopt presets``), a configuration dict, or a JSON file such
-            as a study's ``meta/gamma_star.json``.
+            as a study's ``meta/gamma_star.json``; by default ``metaopt_default``, the design the
+            pooled meta-optimization over six scenarios found.
         budget: ``30d`` (30 × number of hyperparameters full evaluations), ``100`` (full
             evaluations), ``3600s`` (cost units, as the objective returns them), ``20c`` / ``5dc``
             (20 / 5·d typical evaluation costs: ``typical_cost`` cost units each, 1 without it).
