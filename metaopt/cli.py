@@ -203,14 +203,16 @@ def cmd_run(args: argparse.Namespace) -> None:
     from metaopt.core.benchmarks import get_benchmark
     from metaopt.core.budget import Budget
     from metaopt.core.references import get_reference
+    from metaopt.engine.peers import PEERS, run_peer
     from metaopt.engine.simclock import run
-    from metaopt.store.run_io import write_run
+    from metaopt.store.run_io import RunResult, write_run
 
     if args.out:
         check_writable(args.out, "--out", folder=True)
     bench = get_benchmark(args.benchmark, args.yahpo_data)
     problem = replace(bench.problem(args.instance), cheap_end_override=_cheap_end_override(args.cheap_end, bench))
-    name, config = _resolve_optimizer(args, problem.fidelity)
+    peer = args.optimizer if args.optimizer in PEERS and not args.config else None
+    name, config = (peer, None) if peer else _resolve_optimizer(args, problem.fidelity)
     budget = Budget.parse(args.budget, problem.d)
     reference = get_reference(bench, problem.instance)
     with tqdm(total=1.0, desc=f"{name} on {problem}", unit="budget", disable=True if args.quiet else None,
@@ -218,10 +220,16 @@ def cmd_run(args: argparse.Namespace) -> None:
         def progress(t: float) -> None:
             bar.n = t
             bar.refresh()
-        result = run(config, problem, args.seed, budget, progress=progress, reference=reference,
-                     workers=args.sim_workers, time_limit=args.sim_time)
+        if peer:
+            result: RunResult = run_peer(peer, problem, args.seed, budget, reference=reference, progress=progress,
+                                         workers=args.sim_workers, time_limit=args.sim_time)
+        else:
+            assert config is not None  # resolved above
+            result = run(config, problem, args.seed, budget, progress=progress, reference=reference,
+                         workers=args.sim_workers, time_limit=args.sim_time)
     result.summary["optimizer"] = name
-    result.summary["best_config"] = result.config
+    if not peer:
+        result.summary["best_config"] = result.config  # type: ignore[attr-defined]
     if problem.cheap_end_override:
         result.summary["cheap_end"] = problem.cheap_end
     if args.out:
@@ -312,7 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("schedule", "show the bracket/stage plan an optimizer uses on a benchmark", cmd_schedule),
     ]:
         p = sub.add_parser(cmd, help=helptext)
-        p.add_argument("--optimizer", metavar="NAME", help="a preset name (see `metaopt presets`) or a JSON file")
+        p.add_argument("--optimizer", metavar="NAME", help="a preset name (see `metaopt presets`) or a JSON file"
+                       + ("; or a peer (smac_hpo, smac_hb, optuna_tpe, flaml_cfo; syne_asha and syne_bohb on the "
+                          "simulated clock)" if cmd == "run" else ""))
         p.add_argument("--config", metavar="FILE", help="a design-space configuration as a JSON object")
         p.add_argument("--benchmark", required=True, help="e.g. yahpo:lcbench or synthetic:mlp")
         if cmd == "run":

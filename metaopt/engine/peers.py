@@ -37,6 +37,7 @@ import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping
@@ -59,6 +60,7 @@ from metaopt.core.smac_utils import reproducible_model_and_maximizer
 from metaopt.core.budget import BUDGET_TOLERANCE, Budget, BudgetMeter
 from metaopt.core.errors import UsageError
 from metaopt.engine.loop import ProgressFn
+from metaopt.engine.simclock import Job, SimClock, with_clock
 from metaopt.core.references import resolve_budget
 from metaopt.store.run_io import RunResult
 from metaopt.core.space_codec import SpaceCodec
@@ -93,6 +95,8 @@ class PeerRun:
         self.meter = BudgetMeter(budget, problem.fidelity.r_max)
         self.stop_reason: str | None = None
         self.settings: dict[str, Any] = {}
+        self.spent: list[float] = []
+        """The fidelity each recorded result charged (see :meth:`record`)."""
         self._config_ids: dict[bytes, int] = {}
 
     @property
@@ -117,35 +121,55 @@ class PeerRun:
         # trace's hyperparameter columns are exactly what was evaluated.
         evaluated = self.codec.to_dicts(vector[None, :])[0]
         result = self.problem.evaluate([evaluated], [r])
-        loss, cost = float(result.loss[0]), float(result.cost[0])
-        if self.meter.affordable([cost]) == 0:
-            self.stop_reason = "budget"  # finished after the budget was spent: discarded unseen
-            return None
+        loss = float(result.loss[0])
+        return loss if self.record(vector, r, loss, float(result.cost[0]), stage=stage, bracket=bracket) else None
+
+    def record(self, vector: np.ndarray, fidelity: float, loss: float, cost: float, spent: float | None = None,
+               stage: int = 0, bracket: int = 0) -> bool:
+        """Record one result (a configuration's codec ``vector``, evaluated at ``fidelity``), if the budget allows.
+
+        Called by :meth:`evaluate`, and by the syne-tune peers for each result their simulator
+        reports. ``spent``: the fidelity it charges (default ``fidelity``; a trial continued from
+        its previous result charges the difference). False, with nothing recorded and the run
+        done, when it does not fit into the budget (a cost budget: it finished after the budget
+        was spent, and is discarded unseen).
+        """
+        charge = fidelity if spent is None else spent
+        if self.done or self.meter.how_many_fit(1, charge) == 0 or self.meter.affordable([cost]) == 0:
+            self.stop_reason = "budget"
+            return False
         key = np.nan_to_num(vector, nan=-1.0).tobytes()
         config_id = self._config_ids.setdefault(key, len(self._config_ids))
         self.archive.add(vector[None, :], config_id=[config_id], batch=[len(self.archive)], stage=[stage],
-                         bracket=[bracket], fidelity=[r], loss=[loss], cost=[cost])
-        self.meter.charge(r, [cost])
+                         bracket=[bracket], fidelity=[fidelity], loss=[loss], cost=[cost])
+        self.spent.append(charge)
+        self.meter.charge(charge, [cost])
         if self.meter.exhausted:
             self.stop_reason = "budget"
         if self.progress is not None:
             self.progress(min(self.meter.fraction_spent, 1.0))
-        return loss
+        return True
 
 
 # -- registry ---------------------------------------------------------------------------------
 Runner = Callable[[PeerRun, int], None]
+ClockRunner = Callable[[PeerRun, int, int, "float | None"], "tuple[list[Job], SimClock, float]"]
+"""A peer on a simulated clock: (run, seed, workers, time limit) -> the job of each recorded row,
+the clock with every evaluation started, and when the run ended (see :func:`metaopt.engine.simclock.with_clock`)."""
 
 
 @dataclass(frozen=True)
 class Peer:
-    """A known optimizer: the library it needs (import name, pip name) and its runner."""
+    """A known optimizer: the library it needs (import name, pip name) and its runner
+    (``runner`` for a sequential peer, ``clock_runner`` for one on a simulated clock with N workers)."""
 
     name: str
     description: str
     module: str
     package: str
-    runner: Runner = field(repr=False)
+    runner: Runner | None = field(default=None, repr=False)
+    clock_runner: ClockRunner | None = field(default=None, repr=False)
+    install_hint: str = INSTALL_HINT
 
     def load(self) -> ModuleType:
         """The peer's library; PeerUnavailable if it is not installed."""
@@ -156,7 +180,7 @@ class Peer:
         except ImportError as exc:
             raise PeerUnavailable(
                 f"peer {self.name} needs the {self.package!r} package, which is not installed: "
-                f"{INSTALL_HINT} (or pip install {self.package})") from exc
+                f"{self.install_hint} (or pip install {self.package})") from exc
 
     def library(self) -> str:
         """Library name and version, e.g. ``smac 2.4.1``."""
@@ -184,30 +208,42 @@ def peer_status() -> dict[str, str]:
             peer.load()
             status[name] = "available"
         except PeerUnavailable:
-            status[name] = f"skipped (not installed: {INSTALL_HINT})"
+            status[name] = f"skipped (not installed: {peer.install_hint})"
     return status
 
 
 def run_peer(name: str, problem: Problem, seed: int, budget: Budget | str, reference: Any = None,
-             progress: ProgressFn | None = None) -> RunResult:
+             progress: ProgressFn | None = None, workers: int | None = None,
+             time_limit: float | None = None) -> RunResult:
     """Run peer ``name`` on ``problem`` with ``seed`` until ``budget`` is spent.
 
-    Same inputs and output as :func:`metaopt.engine.loop.run`; ``summary["config"]`` names the peer and
-    its library. UsageError for an unknown peer, PeerUnavailable if its library is missing.
+    Same inputs and output as :func:`metaopt.engine.simclock.run`; ``summary["config"]`` names the peer
+    and its library. A peer on a simulated clock (the syne-tune peers) runs with ``workers`` (default
+    1) and the ``time_limit`` in simulated seconds, and its trace has the clock's columns; the other
+    peers are sequential and refuse both. UsageError for an unknown peer, PeerUnavailable if its
+    library is missing.
     """
     peer = get_peer(name)
+    if peer.clock_runner is None and (workers is not None or time_limit is not None):
+        raise UsageError(f"peer {name} runs sequentially, not on the simulated clock (no workers or time limit); "
+                         f"peers on the clock: {', '.join(n for n, p in PEERS.items() if p.clock_runner)}")
     library = peer.library()
     budget = resolve_budget(budget, problem)
     state = PeerRun(problem, budget, progress)
     started, cpu_started = time.perf_counter(), time.process_time()
-    peer.runner(state, int(seed))
+    if peer.clock_runner is not None:
+        jobs, clock, end = peer.clock_runner(state, int(seed), 1 if workers is None else workers, time_limit)
+    else:
+        assert peer.runner is not None  # a peer has one of the two
+        peer.runner(state, int(seed))
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    trace = build_trace(state.archive, state.codec, problem, budget, reference)
+    trace = build_trace(state.archive, state.codec, problem, budget, reference, spent=np.asarray(state.spent))
     config = {"peer": name, "library": library, "method": peer.description, **state.settings}
     summary = summarize(trace, problem, budget, state.stop_reason or "budget", seed, config, reference)
     summary["wall_time_s"] = wall
     summary["cpu_time_s"] = cpu
-    return RunResult(trace, summary)
+    result = RunResult(trace, summary)
+    return result if peer.clock_runner is None else with_clock(result, jobs, clock, end)
 
 
 # -- search-space translation (Optuna, FLAML) -----------------------------------------------------
@@ -468,6 +504,17 @@ def _run_flaml_cfo(state: PeerRun, seed: int) -> None:
         searcher.on_trial_complete(str(trial_id), result, error=not math.isfinite(loss))
 
 
+# -- syne-tune (metaopt.engine.syne_peers) ------------------------------------------------------------
+SYNE_INSTALL_HINT = "pip install .[syne] && pip install --no-deps syne-tune==0.16.0 (make install does both)"
+
+
+def _run_syne(name: str, state: PeerRun, seed: int, workers: int, time_limit: float | None) -> tuple[list[Job], SimClock, float]:
+    PEERS[name].load()
+    from metaopt.engine import syne_peers
+
+    return syne_peers.run(name, state, seed, workers, time_limit)
+
+
 PEERS: dict[str, Peer] = {
     "smac_hpo": Peer("smac_hpo", "SMAC HyperparameterOptimizationFacade (RF-BO), full fidelity",
                      "smac", "smac", _run_smac_hpo),
@@ -475,5 +522,11 @@ PEERS: dict[str, Peer] = {
                     "smac", "smac", _run_smac_hb),
     "optuna_tpe": Peer("optuna_tpe", "Optuna TPESampler, full fidelity", "optuna", "optuna", _run_optuna_tpe),
     "flaml_cfo": Peer("flaml_cfo", "FLAML CFO, full fidelity, low-cost start", "flaml", "flaml", _run_flaml_cfo),
+    "syne_asha": Peer("syne_asha", "syne-tune ASHA (stopping, eta = 3) on its simulator backend",
+                      "syne_tune", "syne-tune", clock_runner=partial(_run_syne, "syne_asha"),
+                      install_hint=SYNE_INSTALL_HINT),
+    "syne_bohb": Peer("syne_bohb", "syne-tune BOHB (ASHA with a KDE searcher, eta = 3) on its simulator backend",
+                      "syne_tune", "syne-tune", clock_runner=partial(_run_syne, "syne_bohb"),
+                      install_hint=SYNE_INSTALL_HINT),
 }
 """Peer name -> :class:`Peer` (its library and runner)."""
