@@ -36,6 +36,7 @@ import pandas as pd
 from metaopt.analysis import figures
 from metaopt.analysis.answer import write_answer
 from metaopt.analysis.anytime import budget_grid, regret_at
+from metaopt.analysis.clock_curves import CLOCK_CURVES, clock_figure
 from metaopt.analysis.figures import Figure
 from metaopt.analysis.held_out_runs import Evaluation, read_runs_file, stored_runs
 from metaopt.analysis.meta_model import meta_archive_model
@@ -539,6 +540,9 @@ def evaluation_sections(study: StudySpec, output: Path, evaluation: Evaluation, 
         anytime_curves(evaluation, study.benchmark), palette, x_label,
         f"Mean normalized regret of the incumbent vs budget spent (log axis): mean over seeds per instance, then "
         f"mean ± 1 s.e. over instances. {base}.")])
+    clock = StudyStore(output).readable_eval_dir() / f"{CLOCK_CURVES}.csv"
+    if clock.exists():  # evaluation.clock: the curves against simulated time (metaopt.analysis.clock_curves)
+        held_out.blocks.append(clock_figure(pd.read_csv(clock, dtype={"instance": str}), f"{base}."))
     if scores:
         held_out.blocks.append(figures.final_boxplots(
             scores, palette, f"Normalized regret per instance (mean over seeds) at budgets {', '.join(scores)}; "

@@ -55,18 +55,12 @@ _seed_type = _count(0, SEED_LIMIT)
 """Seeds: 0 <= seed < 2**31 (metaopt.store.study_spec.SEED_LIMIT: what numpy and SMAC accept)."""
 _positive_type = _count(1)
 
-_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def _duration_type(text: str) -> float:
     """``--stop-after``: a duration such as ``90m``, ``2.5h`` or ``600s`` (a bare number: seconds)."""
-    unit = _DURATION_UNITS.get(text[-1:], None)
-    number = text[:-1] if unit else text
-    try:
-        seconds = float(number) * (unit or 1.0)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds < 0:
+    from metaopt.core.budget import parse_duration
+
+    seconds = parse_duration(text)
+    if math.isnan(seconds):
         raise argparse.ArgumentTypeError(f"expected a duration such as 90m, 2.5h or 600s, got {text!r}")
     return seconds
 

@@ -65,7 +65,7 @@ from ConfigSpace.hyperparameters import (
 )
 from ConfigSpace.util import deactivate_inactive_hyperparameters
 
-from metaopt.core.benchmarks.base import Fidelity, Problem
+from metaopt.core.benchmarks.base import Fidelity
 from metaopt.core.errors import UsageError
 from metaopt.components.fidelity_schedules import n_stages, stage_fidelity
 from metaopt.engine.peers import PeerRun, _native
@@ -243,7 +243,7 @@ def run(name: str, state: PeerRun, seed: int, workers: int, time_limit: float | 
     space = syne_space(state.problem.search_space)
     state.settings.update(scheduler=f"syne_tune.optimizer.baselines.{SCHEDULERS[name]}",
                           reduction_factor=REDUCTION_FACTOR, grace_period=1, fidelity_grid=[float(r) for r in grid],
-                          workers=workers, simulator="UserBlackboxBackend, delays 0, no real time")
+                          simulator="UserBlackboxBackend, delays 0, no real time")
     # syne-tune prints every trial to stdout, logs at INFO and warns about its dependencies' futures:
     # kept out of metaopt's output (the logger level is process-wide)
     logging.getLogger("syne_tune").setLevel(logging.ERROR)

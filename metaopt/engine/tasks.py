@@ -29,6 +29,9 @@ class RunSpec:
     config: dict[str, Any] | None = None
     peer: str | None = None
     yahpo_data: str | None = None
+    workers: int | None = None
+    """Simulated workers (None: not on the clock); with ``time_limit`` in simulated seconds."""
+    time_limit: float | None = None
 
 
 @dataclass
@@ -52,10 +55,12 @@ def execute(spec: RunSpec) -> RunOutcome:
         if spec.peer is not None:
             from metaopt.engine.peers import run_peer
 
-            result = run_peer(spec.peer, problem, spec.seed, spec.budget, reference=spec.reference)
+            result = run_peer(spec.peer, problem, spec.seed, spec.budget, reference=spec.reference,
+                              workers=spec.workers, time_limit=spec.time_limit)
         else:
             assert spec.config is not None  # a task runs a peer or a configuration
-            result = run(spec.config, problem, spec.seed, spec.budget, reference=spec.reference)
+            result = run(spec.config, problem, spec.seed, spec.budget, reference=spec.reference,
+                         workers=spec.workers, time_limit=spec.time_limit)
         result.summary["optimizer"] = spec.optimizer
         return RunOutcome(spec, result=result)
     except Exception:  # noqa: BLE001 - failure isolation: one bad run must not end a study

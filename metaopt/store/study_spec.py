@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from metaopt.core.budget import parse_duration
 from metaopt.core.errors import UsageError
 from metaopt.core.store_utils import read_text_file
 
@@ -185,16 +186,53 @@ class OptimizerVariant(BaseModel):
         return self
 
 
+def clock_run_name(optimizer: str, workers: int) -> str:
+    """The stored name of ``optimizer``'s held-out runs with ``workers`` simulated workers (``evaluation.clock``)."""
+    return f"{optimizer}@w{workers}"
+
+
+class ClockSpec(BaseModel):
+    """``evaluation.clock``: every optimizer runs on the simulated clock (:mod:`metaopt.engine.simclock`)
+    once per worker count, within the study's budget and, if given, the simulated time limit."""
+
+    model_config = ConfigDict(extra="forbid")
+    workers: list[int] = Field(min_length=1)
+    time_limit: str | None = None
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _worker_counts(cls, value: object) -> object:
+        if not isinstance(value, list) or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in value) \
+                or len(set(value)) != len(value):
+            raise ValueError("must be a list of distinct integers >= 1 (simulated workers), e.g. [1, 8, 32]")
+        return value
+
+    @field_validator("time_limit", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        text = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        if not isinstance(text, str) or not parse_duration(text) > 0:
+            raise ValueError("must be a simulated duration > 0 such as 90m, 2.5h or 600s (a bare number: seconds)")
+        return text
+
+    def seconds(self) -> float | None:
+        """The time limit in simulated seconds (None: none)."""
+        return None if self.time_limit is None else parse_duration(self.time_limit)
+
+
 class EvaluationSpec(_InstancesAndSeeds):
     seeds: int | list[int] = 3
     optimizers: list[str | OptimizerVariant] = Field(min_length=1)
     report_budgets: list[str] = Field(default_factory=list)
     gamma_star_from: str | None = None
     cost_reference: str | None = None
+    clock: ClockSpec | None = None
 
     def optimizer_names(self) -> list[str]:
-        """The names of the evaluated optimizers (a variant by its ``name``), in the file's order."""
-        return [item if isinstance(item, str) else item.name for item in self.optimizers]
+        """The names of the evaluated optimizers (a variant by its ``name``), in the file's order; with
+        ``clock``, the names of their runs (:func:`clock_run_name`), worker count by worker count."""
+        names = [item if isinstance(item, str) else item.name for item in self.optimizers]
+        return names if self.clock is None else [clock_run_name(n, w) for w in self.clock.workers for n in names]
 
 
 class AblationEntry(_InstancesAndSeeds):
