@@ -91,11 +91,15 @@ def resources(grid: np.ndarray) -> np.ndarray:
     return REDUCTION_FACTOR ** np.arange(len(grid))
 
 
-def _vector(state: PeerRun, config: dict[str, Any]) -> np.ndarray:
-    """The codec vector of a syne-tune configuration (its inactive hyperparameters dropped)."""
-    space = state.problem.search_space
-    active = deactivate_inactive_hyperparameters({k: v for k, v in config.items() if k in space}, space)
-    return state.codec.to_vector(dict(active))
+def _vector(state: PeerRun, config: dict[str, Any], cache: dict[str, np.ndarray]) -> np.ndarray:
+    """The codec vector of a syne-tune configuration (its inactive hyperparameters dropped); ``cache``
+    keeps the vectors of the run's configurations (the blackbox and the recorder both need them)."""
+    key = repr(sorted(config.items()))
+    if key not in cache:
+        space = state.problem.search_space
+        active = deactivate_inactive_hyperparameters({k: v for k, v in config.items() if k in space}, space)
+        cache[key] = state.codec.to_vector(dict(active))
+    return cache[key]
 
 
 def syne_space(space: ConfigurationSpace) -> dict[str, Any]:
@@ -138,6 +142,7 @@ def _blackbox_class() -> type:
             super().__init__(configuration_space=space, fidelity_space={RESOURCE: randint(1, int(resources(grid)[-1]))},
                              objectives_names=["loss", ELAPSED])
             self.state, self.grid = state, grid
+            self.vectors: dict[str, np.ndarray] = {}
 
         @property
         def fidelity_values(self) -> np.ndarray:
@@ -147,7 +152,7 @@ def _blackbox_class() -> type:
                                seed: int | None = None) -> Any:
             """Called by the simulator when a trial starts: (loss, elapsed time) at each grid fidelity."""
             assert fidelity is None  # the simulator asks for the whole learning curve
-            vector = _vector(self.state, configuration)
+            vector = _vector(self.state, configuration, self.vectors)
             evaluated = self.state.codec.to_dicts(vector[None, :])[0]
             result = self.state.problem.evaluate([evaluated] * len(self.grid), self.grid)
             if not np.all(np.isfinite(result.cost)):
@@ -158,7 +163,8 @@ def _blackbox_class() -> type:
     return ProblemBlackbox
 
 
-def _recorder(state: PeerRun, grid: np.ndarray, backend: Any, time_limit: float | None) -> Any:
+def _recorder(state: PeerRun, grid: np.ndarray, backend: Any, time_limit: float | None,
+              vectors: dict[str, np.ndarray]) -> Any:
     """The tuner callback that keeps syne-tune's clock event-driven and records each result
     into ``state`` (a ``syne_tune.tuner_callback.TunerCallback``; built when a run starts)."""
     from syne_tune.tuner_callback import TunerCallback
@@ -167,7 +173,6 @@ def _recorder(state: PeerRun, grid: np.ndarray, backend: Any, time_limit: float 
 
     class Recorder(TunerCallback):
         def __init__(self) -> None:
-            self.vectors: dict[int, np.ndarray] = {}
             self.starts: dict[int, float] = {}
             """trial id -> simulated start time, in start order."""
             self.last: dict[int, tuple[float, int]] = {}
@@ -209,9 +214,7 @@ def _recorder(state: PeerRun, grid: np.ndarray, backend: Any, time_limit: float 
                 return
             r = float(grid[position - 1])
             spent = r - (float(grid[previous - 1]) if previous else 0.0)
-            vector = self.vectors.get(trial_id)
-            if vector is None:
-                vector = self.vectors[trial_id] = _vector(state, trial.config)
+            vector = _vector(state, trial.config, vectors)
             loss = float(result["loss"]) if math.isfinite(result["loss"]) else math.nan
             if state.record(vector, r, loss, now - started, spent=spent, stage=position - 1):
                 self.rows.append((trial_id, started, now))
@@ -239,6 +242,14 @@ def run(name: str, state: PeerRun, seed: int, workers: int, time_limit: float | 
         def real_time_since_last_recent_exit(self) -> float:
             return 0.0
 
+    class _SimulatedTuner(Tuner):
+        """syne-tune's tuner without its real sleep: time.sleep(0), once per result, yields the CPU to
+        every other process of a loaded machine; the callbacks still see the sleep (and move the clock)."""
+
+        def _sleep(self) -> None:
+            for callback in self.callbacks:
+                callback.on_tuning_sleep(0.0)
+
     grid = fidelity_grid(state.problem.fidelity)
     space = syne_space(state.problem.search_space)
     state.settings.update(scheduler=f"syne_tune.optimizer.baselines.{SCHEDULERS[name]}",
@@ -251,7 +262,8 @@ def run(name: str, state: PeerRun, seed: int, workers: int, time_limit: float | 
     with tempfile.TemporaryDirectory(prefix="metaopt-peer-syne-") as folder, \
             contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        backend = UserBlackboxBackend(blackbox=_blackbox_class()(state, grid, space), elapsed_time_attr=ELAPSED,
+        blackbox = _blackbox_class()(state, grid, space)
+        backend = UserBlackboxBackend(blackbox=blackbox, elapsed_time_attr=ELAPSED,
                                       simulator_config=SimulatorConfig(0.0, 0.0, 0.0, 0.0, 0.0))
         backend._time_keeper = _SimulatedTimeOnly()  # noqa: SLF001 - the backend has no setter
         scheduler = getattr(baselines, SCHEDULERS[name])(
@@ -260,8 +272,8 @@ def run(name: str, state: PeerRun, seed: int, workers: int, time_limit: float | 
         rungs = sorted(milestone for milestone, _ in scheduler.brackets[0].rungs)
         # syne-tune counts its rungs with a floating-point logarithm: check that none was lost
         assert np.allclose(rungs, resources(grid)[:len(rungs)]) and len(rungs) >= len(grid) - 1, (rungs, grid)
-        recorder = _recorder(state, grid, backend, time_limit)
-        tuner = Tuner(trial_backend=backend, scheduler=scheduler, stop_criterion=lambda status: state.done,
+        recorder = _recorder(state, grid, backend, time_limit, blackbox.vectors)
+        tuner = _SimulatedTuner(trial_backend=backend, scheduler=scheduler, stop_criterion=lambda status: state.done,
                       n_workers=workers, sleep_time=0.0, callbacks=[recorder], save_tuner=False,
                       tuner_name="metaopt-peer", suffix_tuner_name=False, trial_backend_path=folder,
                       print_update_interval=math.inf, results_update_interval=math.inf)

@@ -54,11 +54,12 @@ class OptimizerEntry:
     peer: str | None = None
     skipped: str | None = None
     workers: int | None = None
-    """Simulated workers (``evaluation.clock``; None: not on the clock), with the time limit in simulated seconds."""
-    time_limit: float | None = None
+    """Simulated workers (``evaluation.clock``; None: not on the clock), with the time limit (simulated
+    seconds, or a typical-cost budget resolved per instance)."""
+    time_limit: float | Budget | None = None
 
 
-def on_clock(entries: list[OptimizerEntry], workers: list[int], time_limit: float | None) -> list[OptimizerEntry]:
+def on_clock(entries: list[OptimizerEntry], workers: list[int], time_limit: float | Budget | None) -> list[OptimizerEntry]:
     """``evaluation.clock``: each entry once per worker count, named ``<name>@w<N>``, in that order."""
     return [replace(e, name=clock_run_name(e.name, w), workers=w, time_limit=time_limit) for w in workers for e in entries]
 

@@ -334,7 +334,7 @@ def run_evaluate(ctx: StudyContext, executor, quiet: bool = False):
     assert ev is not None and isinstance(ev.seeds, list)  # run only with an evaluation section; seeds validated
     entries = resolve_optimizers(ev.optimizers, ctx.bench, ctx.gamma_stars(), field="evaluation.optimizers")
     if ev.clock is not None:
-        entries = on_clock(entries, ev.clock.workers, ev.clock.seconds())
+        entries = on_clock(entries, ev.clock.workers, ev.clock.limit(ctx.bench.d))
     references = ctx.references(ctx.eval_instances, quiet)
     table = evaluate(ctx.store, ctx.bench, entries, ctx.eval_instances, ev.seeds, ctx.budget, references,
                      executor, ctx.report_budgets, ctx.yahpo_data, quiet, caption_prefix=f"study {ctx.study.spec.name}, ",
