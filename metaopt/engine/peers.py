@@ -22,8 +22,13 @@ unseen; the run ends once the budget is spent. Budget and fidelity per peer:
 - ``flaml_cfo``: FLAML's CFO searcher, full fidelity, starting from the benchmark's low-cost
   point (``cheap_end``) when it has one; it is told the simulated cost of each evaluation.
 
-Optuna and FLAML are optional (``pip install .[peers]``): without them :func:`run_peer` raises
-:class:`PeerUnavailable` and :func:`peer_status` says "skipped (not installed)".
+- ``syne_asha``, ``syne_bohb``: syne-tune's ASHA and BOHB on syne-tune's simulator with N simulated
+  workers and a time limit (:mod:`metaopt.engine.syne_peers`); their traces have the clock's columns
+  (:mod:`metaopt.engine.simclock`). The other peers are sequential and refuse workers.
+
+Optuna and FLAML are optional (``pip install .[peers]``), syne-tune too (``pip install .[syne]`` and
+syne-tune itself with ``--no-deps``): without them :func:`run_peer` raises :class:`PeerUnavailable`
+and :func:`peer_status` says "skipped (not installed)".
 """
 
 from __future__ import annotations
