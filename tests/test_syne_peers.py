@@ -107,6 +107,20 @@ def test_the_fidelity_grid_is_the_rungs_of_asha_at_eta_3(family):
     np.testing.assert_allclose(fidelity_grid(fidelity), asha.rung_fidelities(fidelity))
 
 
+def test_a_proposal_outside_the_space_is_clipped_into_it():
+    """syne-tune's KDE searcher can propose an integer below its range (seen on lcbench)."""
+    from metaopt.core.budget import Budget
+    from metaopt.engine.peers import PeerRun
+    from metaopt.engine.syne_peers import _vector
+
+    state = PeerRun(PROBLEM, Budget.parse("1d", PROBLEM.d))
+    units = PROBLEM.search_space["units"]
+    config = {**dict(PROBLEM.search_space.get_default_configuration()), "units": units.lower - 3, "optimizer": "adam",
+              "momentum": 0.5}
+    decoded = state.codec.to_dicts(_vector(state, config, {})[None, :])[0]
+    assert decoded["units"] == units.lower and "momentum" not in decoded
+
+
 def test_sequential_peers_refuse_the_clock():
     with pytest.raises(UsageError, match="runs sequentially, not on the simulated clock"):
         run_peer("smac_hpo", PROBLEM, 1, "1d", workers=2)

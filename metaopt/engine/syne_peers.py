@@ -68,7 +68,7 @@ from ConfigSpace.util import deactivate_inactive_hyperparameters
 from metaopt.core.benchmarks.base import Fidelity
 from metaopt.core.errors import UsageError
 from metaopt.components.fidelity_schedules import n_stages, stage_fidelity
-from metaopt.engine.peers import PeerRun, _native
+from metaopt.engine.peers import PeerRun, _clip, _native
 from metaopt.engine.simclock import Job, SimClock
 
 REDUCTION_FACTOR = 3
@@ -97,8 +97,10 @@ def _vector(state: PeerRun, config: dict[str, Any], cache: dict[str, np.ndarray]
     key = repr(sorted(config.items()))
     if key not in cache:
         space = state.problem.search_space
-        active = deactivate_inactive_hyperparameters({k: v for k, v in config.items() if k in space}, space)
-        cache[key] = state.codec.to_vector(dict(active))
+        # syne-tune 0.16's KDE searcher can propose an integer outside its range (max_units = 13 of
+        # lcbench's [64, 1024], log scale): numbers are clipped to their range, as for the other peers
+        clipped = _clip(space, {k: v for k, v in config.items() if k in space})
+        cache[key] = state.codec.to_vector(dict(deactivate_inactive_hyperparameters(clipped, space)))
     return cache[key]
 
 
