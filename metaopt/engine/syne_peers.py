@@ -8,10 +8,13 @@ blackbox's grid, the one at fidelity r at t + the predicted runtime at r (the pr
 there, made increasing by syne-tune), until its scheduler stops it. Its ASHA is the stopping
 variant: a trial is stopped at a rung unless it is among the best 1/η of the results there, and a
 trial that goes on continues from where it was (no promotion that pays its full r again, as
-metaopt's ``asha`` does). The fidelity grid is syne-tune's own for YAHPO: every integer of an
-integer fidelity (lcbench: epochs 1..52), else 20 steps r_max·k/20 (rbv2: trainsize 0.05..1);
-syne-tune's resource is the grid position 1..K, so its rungs sit at positions 1, 3, 9, 27 (η = 3,
-grace period 1, max_t = K).
+metaopt's ``asha`` does). The fidelity grid is the rungs of metaopt's ``asha`` at η = 3
+(:func:`fidelity_grid`; lcbench: epochs 2, 6, 17, 52; rbv2: trainsize 0.037, 0.11, 0.33, 1), so
+that both schedulers decide at the same fidelities; syne-tune's resource of the k-th grid fidelity
+is 3^(k-1), so that its ASHA (grace period 1, η = 3) has a rung at each of them and max_t at the
+last. (syne-tune's own YAHPO blackboxes report at every epoch, 52 results for a full lcbench trial
+instead of 4 here; its ASHA decides only at its rungs all the same, but BOHB's KDE sees the
+intermediate results too.)
 
 Peers:
 
@@ -28,8 +31,9 @@ seed, budget, workers, time limit) like every run on metaopt's clock: the simula
 (metaopt's clock has none); the real time the tuner spends between backend calls, which syne-tune
 adds to the simulated time, is not added (:class:`_SimulatedTimeOnly`); and when every worker is
 busy the tuner's sleep advances the clock to the next event instead of by a fixed 5 s
-(the tuner callback of :func:`_recorder`); numpy's global generator, which syne-tune's
-random searcher draws from, is seeded with the run's seed. Left as syne-tune has it: stopping a trial advances the clock by 2 ms.
+(the tuner callback of :func:`_recorder`), with no real sleep; numpy's global generator, which
+syne-tune's random searcher draws from, is seeded with the run's seed (and restored after). Left as
+syne-tune has it: stopping a trial advances the clock by 2 ms.
 
 Conversion to metaopt's trace (:func:`run`): every result the scheduler receives becomes a row, in
 the order received: the configuration (inactive hyperparameters of a conditional space dropped),
