@@ -94,6 +94,15 @@ def test_cost_budget_and_time_limit_are_respected():
     assert by_time.summary["budget_used"] < 10 * PROBLEM.d
 
 
+def test_a_syne_peer_on_lcbench(yahpo_data):
+    problem = get_benchmark("yahpo:lcbench", data_dir=yahpo_data).problem("3945")
+    result = run_peer("syne_bohb", problem, 1, "2d", reference=REF, workers=4)
+    trace = result.trace
+    assert result.summary["stop_reason"] == "budget" and trace["budget_used"].iloc[-1] <= 2 * problem.d + 1e-9
+    assert set(trace["fidelity"]) <= {2.0, 6.0, 17.0, 52.0} and (trace["fidelity"] == 52.0).any()
+    np.testing.assert_allclose(trace["sim_time"], trace["sim_start"] + trace["cost"], atol=1e-6)
+
+
 def test_more_workers_spend_the_budget_sooner():
     one, eight = _run("syne_asha", budget="2d", workers=1), _run("syne_asha", budget="2d", workers=8)
     assert one.trace["worker"].eq(0).all()
