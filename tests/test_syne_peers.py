@@ -119,7 +119,7 @@ def test_the_fidelity_grid_is_the_rungs_of_asha_at_eta_3(family):
 def test_a_proposal_outside_the_space_is_clipped_into_it():
     """syne-tune's KDE searcher can propose an integer below its range (seen on lcbench)."""
     from metaopt.core.budget import Budget
-    from metaopt.engine.peers import PeerRun
+    from metaopt.engine.peer_run import PeerRun
     from metaopt.engine.syne_peers import _vector
 
     state = PeerRun(PROBLEM, Budget.parse("1d", PROBLEM.d))

@@ -72,7 +72,7 @@ from ConfigSpace.util import deactivate_inactive_hyperparameters
 from metaopt.core.benchmarks.base import Fidelity
 from metaopt.core.errors import UsageError
 from metaopt.components.fidelity_schedules import n_stages, stage_fidelity
-from metaopt.engine.peers import PeerRun, _clip, _native
+from metaopt.engine.peer_run import PeerRun, _clip, _native
 from metaopt.engine.simclock import Job, SimClock
 
 REDUCTION_FACTOR = 3
