@@ -6,6 +6,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.metaopt-installed
 YAHPO_GYM := yahpo-gym==1.0.2
+# syne-tune declares xgboost (and its CUDA libraries), which only its BORE and transfer-learning
+# searchers import: it is installed without its dependencies, and the extra 'syne' has what the
+# peers syne_asha and syne_bohb use (metaopt/engine/syne_peers.py).
+SYNE_TUNE := syne-tune==0.16.0
 
 .PHONY: demo test check install constraints clean
 
@@ -17,8 +21,8 @@ install: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,peers]'
-	$(BIN)/python -m pip install --quiet -c constraints.txt --no-deps $(YAHPO_GYM)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,peers,syne]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt --no-deps $(YAHPO_GYM) $(SYNE_TUNE)
 	touch $(STAMP)
 
 demo: install

@@ -28,6 +28,15 @@ def _key(config: Mapping[str, Any] | None) -> str | None:
     return json.dumps(dict(config), sort_keys=True, default=str)
 
 
+def run_identity(config: Mapping[str, Any] | None, workers: int | None) -> Mapping[str, Any] | None:
+    """What makes two optimizers' runs the same runs: the configuration and, on the simulated clock
+    (``evaluation.clock``), the worker count (one configuration with 1 and with 8 workers gives other
+    runs). The value to give :func:`same_configuration_labels` for each name."""
+    if not config or workers is None:
+        return config
+    return {**config, "__workers__": workers}
+
+
 def same_configuration_labels(configs: Mapping[str, Mapping[str, Any] | None], order: Iterable[str] = ()
                               ) -> dict[str, str]:
     """name -> label for every name of ``configs`` (optimizer name -> its resolved configuration; None or a

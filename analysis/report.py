@@ -28,7 +28,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Mapping, cast
 
 import numpy as np
 import pandas as pd
@@ -36,13 +36,14 @@ import pandas as pd
 from metaopt.analysis import figures
 from metaopt.analysis.answer import write_answer
 from metaopt.analysis.anytime import budget_grid, regret_at
+from metaopt.analysis.clock_curves import clock_figure
 from metaopt.analysis.figures import Figure
 from metaopt.analysis.held_out_runs import Evaluation, read_runs_file, stored_runs
 from metaopt.analysis.meta_model import meta_archive_model
 from metaopt.analysis.stats import average_ranks, empty_runs, paired_differences, rank_test, scores_by_instance
 from metaopt.core.budget import Budget, BudgetUnit, split_spec
 from metaopt.core.errors import UsageError
-from metaopt.analysis.aliases import kept, label_containing, names_of, same_configuration_labels
+from metaopt.analysis.aliases import kept, label_containing, names_of, run_identity, same_configuration_labels
 from metaopt.store.store import EvalFiles, ReportFiles, StudyStore, read_gamma_star
 from metaopt.store.study_spec import Companion, StudySpec, companion_studies
 
@@ -114,9 +115,10 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
             read_from[companion.study.spec.name] = f"read from its runs file {companion.runs_file}"
         runs += theirs
     # one configuration under several names: one optimizer, labelled with all of them (analysis.aliases)
-    named: dict[str, dict[str, Any]] = {}
+    named: dict[str, Mapping[str, Any] | None] = {}
     for run in runs:
-        named.setdefault(run.optimizer, run.result.summary.get("config") or {})
+        named.setdefault(run.optimizer, run_identity(run.result.summary.get("config") or {},
+                                                     run.result.summary.get("workers")))
     labels = same_configuration_labels(named, study.evaluation.optimizer_names())
     rows: list[dict[str, Any]] = []
     traces: dict[tuple[str, str, int], pd.DataFrame] = {}
@@ -128,7 +130,7 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
         name = labels[run.optimizer]
         summary = run.result.summary
         budget = budget or study_budget(str(summary["budget_spec"]), float(summary["budget"]), summary["budget_unit"])
-        configs.setdefault(name, named[run.optimizer])
+        configs.setdefault(name, summary.get("config") or {})
         rows.append({"optimizer": name, "instance": run.instance, "seed": run.seed,
                      **{k: v for k, v in summary.items() if k not in ("config", "reference", "optimizer", "instance",
                                                                      "seed")}})
@@ -553,6 +555,9 @@ def evaluation_sections(study: StudySpec, output: Path, evaluation: Evaluation, 
         anytime_curves(evaluation, study.benchmark), palette, x_label,
         f"Mean normalized regret of the incumbent vs budget spent (log axis): mean over seeds per instance, then "
         f"mean ± 1 s.e. over instances. {base}.")])
+    clock = StudyStore(output).readable_eval_files().anytime_clock_csv
+    if clock.exists():  # evaluation.clock: the curves against simulated time (metaopt.analysis.clock_curves)
+        held_out.blocks.append(clock_figure(pd.read_csv(clock, dtype={"instance": str}), f"{base}."))
     if scores:
         held_out.blocks.append(figures.final_boxplots(
             scores, palette, f"Normalized regret per instance (mean over seeds) at budgets {', '.join(scores)}; "

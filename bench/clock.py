@@ -22,31 +22,18 @@ import time
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from metaopt.bench.api_overhead import per_config_limit
 from metaopt.bench.config import BenchConfig
 from metaopt.core.benchmarks import get_benchmark
 from metaopt.engine.loop import run as run_loop
+from metaopt.analysis.clock_curves import regret_by_time
 from metaopt.core.references import get_reference
 from metaopt.engine.simclock import run as run_clock
 from metaopt.spaces.presets import get_preset
 
 TIME_FRACTIONS = (0.05, 0.1, 0.25, 0.5, 1.0)
 """Where the anytime curves are read: fractions of the longest simulated time of the instance and seed."""
-
-
-def regret_by_time(trace: pd.DataFrame, reference: Any, times: np.ndarray) -> list[float | None]:
-    """Normalized regret of the best loss (any fidelity) among the results in by each simulated time
-    (None before the first finite one)."""
-    order = np.argsort(trace["sim_time"].to_numpy(), kind="stable")
-    arrived = trace["sim_time"].to_numpy()[order]
-    loss = trace["loss"].to_numpy()
-    best = np.fmin.accumulate(np.where(np.isnan(loss), np.inf, loss)[order])
-    seen = np.searchsorted(arrived, times, side="right")
-    values = np.where(seen > 0, best[np.maximum(seen - 1, 0)], np.nan)
-    regret = reference.normalize(np.where(np.isinf(values), np.nan, values))
-    return [None if np.isnan(v) else float(v) for v in regret]
 
 
 def clock_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
@@ -89,6 +76,7 @@ def clock_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]
                 anytime.append({"optimizer": name, "instance": instance, "seed": seed,
                                 "sim_time": result.summary["sim_time"], "utilization": result.summary["utilization"],
                                 "evals": len(result.trace), "times": times.tolist(),
-                                "regret": regret_by_time(result.trace, reference, times)})
+                                "regret": [None if np.isnan(v) else float(v)
+                                           for v in regret_by_time(result.trace, reference, times)]})
     return {"benchmark": bench.name, "budget": budget, "workers": workers,
             "time_fractions": list(TIME_FRACTIONS), "overhead": overhead, "anytime": anytime}

@@ -55,18 +55,12 @@ _seed_type = _count(0, SEED_LIMIT)
 """Seeds: 0 <= seed < 2**31 (metaopt.store.study_spec.SEED_LIMIT: what numpy and SMAC accept)."""
 _positive_type = _count(1)
 
-_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def _duration_type(text: str) -> float:
     """``--stop-after``: a duration such as ``90m``, ``2.5h`` or ``600s`` (a bare number: seconds)."""
-    unit = _DURATION_UNITS.get(text[-1:], None)
-    number = text[:-1] if unit else text
-    try:
-        seconds = float(number) * (unit or 1.0)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds < 0:
+    from metaopt.core.budget import parse_duration
+
+    seconds = parse_duration(text)
+    if math.isnan(seconds):
         raise argparse.ArgumentTypeError(f"expected a duration such as 90m, 2.5h or 600s, got {text!r}")
     return seconds
 
@@ -203,14 +197,16 @@ def cmd_run(args: argparse.Namespace) -> None:
     from metaopt.core.benchmarks import get_benchmark
     from metaopt.core.budget import Budget
     from metaopt.core.references import get_reference
+    from metaopt.engine.peers import PEERS, run_peer
     from metaopt.engine.simclock import run
-    from metaopt.store.run_io import summary_file, trace_file, write_run
+    from metaopt.store.run_io import RunResult, summary_file, trace_file, write_run
 
     if args.out:
         check_writable(args.out, "--out", folder=True)
     bench = get_benchmark(args.benchmark, args.yahpo_data)
     problem = replace(bench.problem(args.instance), cheap_end_override=_cheap_end_override(args.cheap_end, bench))
-    name, config = _resolve_optimizer(args, problem.fidelity)
+    peer = args.optimizer if args.optimizer in PEERS and not args.config else None
+    name, config = (peer, None) if peer else _resolve_optimizer(args, problem.fidelity)
     budget = Budget.parse(args.budget, problem.d)
     reference = get_reference(bench, problem.instance)
     with tqdm(total=1.0, desc=f"{name} on {problem}", unit="budget", disable=True if args.quiet else None,
@@ -218,10 +214,16 @@ def cmd_run(args: argparse.Namespace) -> None:
         def progress(t: float) -> None:
             bar.n = t
             bar.refresh()
-        result = run(config, problem, args.seed, budget, progress=progress, reference=reference,
-                     workers=args.sim_workers, time_limit=args.sim_time)
+        if peer:
+            result: RunResult = run_peer(peer, problem, args.seed, budget, reference=reference, progress=progress,
+                                         workers=args.sim_workers, time_limit=args.sim_time)
+        else:
+            assert config is not None  # resolved above
+            result = run(config, problem, args.seed, budget, progress=progress, reference=reference,
+                         workers=args.sim_workers, time_limit=args.sim_time)
     result.summary["optimizer"] = name
-    result.summary["best_config"] = result.config
+    if not peer:
+        result.summary["best_config"] = result.config  # type: ignore[attr-defined]
     if problem.cheap_end_override:
         result.summary["cheap_end"] = problem.cheap_end
     if args.out:
@@ -312,7 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("schedule", "show the bracket/stage plan an optimizer uses on a benchmark", cmd_schedule),
     ]:
         p = sub.add_parser(cmd, help=helptext)
-        p.add_argument("--optimizer", metavar="NAME", help="a preset name (see `metaopt presets`) or a JSON file")
+        p.add_argument("--optimizer", metavar="NAME", help="a preset name (see `metaopt presets`) or a JSON file"
+                       + ("; or a peer (smac_hpo, smac_hb, optuna_tpe, flaml_cfo; syne_asha and syne_bohb on the "
+                          "simulated clock)" if cmd == "run" else ""))
         p.add_argument("--config", metavar="FILE", help="a design-space configuration as a JSON object")
         p.add_argument("--benchmark", required=True, help="e.g. yahpo:lcbench or synthetic:mlp")
         if cmd == "run":

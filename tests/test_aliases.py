@@ -25,3 +25,14 @@ def test_peers_and_different_configurations_are_never_merged():
     configs = {"a": {"peer": "optuna_tpe"}, "b": {"peer": "optuna_tpe"}, "c": {}, "d": {},
                "hb": get_config("hb"), "hb3": {**get_config("hb"), "mu": 3}}
     assert all(label == name for name, label in same_configuration_labels(configs).items())
+
+
+def test_one_configuration_on_the_clock_with_other_worker_counts_is_not_merged():
+    """asha@w1 and asha@w8 share a configuration but are other runs: only equal worker counts merge."""
+    from metaopt.analysis.aliases import run_identity
+
+    config = {"fidelity_schedule": "asha", "mu": 1}
+    labels = same_configuration_labels({"asha@w1": run_identity(config, 1), "asha@w8": run_identity(config, 8),
+                                        "copy@w8": run_identity(config, 8), "plain": run_identity(config, None)})
+    assert labels == {"asha@w1": "asha@w1", "asha@w8": "asha@w8 = copy@w8", "copy@w8": "asha@w8 = copy@w8",
+                      "plain": "plain"}

@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 MLP = get_benchmark("synthetic:mlp")
 MLP_PROBLEM = MLP.problem(MLP.test_instances[0])
 REF = Reference(y_min=0.0, y_max=1.0)  # a fixed reference: computing the real one takes a while
+SEQUENTIAL = [name for name, peer in PEERS.items() if peer.clock_runner is None]
+"""The peers run here; those on the simulated clock (syne-tune's) are tested in test_syne_peers.py."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -56,7 +58,7 @@ def _check_run(result, problem, budget: Budget) -> None:
         assert spent == pytest.approx(np.floor(budget.amount))
 
 
-@pytest.mark.parametrize("name", list(PEERS))
+@pytest.mark.parametrize("name", SEQUENTIAL)
 def test_peer_on_synthetic_mlp(name):
     _need(name)
     result = _run(name, "synthetic:mlp", MLP_PROBLEM.instance, 1, "2d")
@@ -69,7 +71,7 @@ def test_peer_on_synthetic_mlp(name):
         assert (trace["stage"] == 0).all() and (trace["bracket"] == 0).all()
 
 
-@pytest.mark.parametrize("name", list(PEERS))
+@pytest.mark.parametrize("name", SEQUENTIAL)
 def test_peer_on_lcbench(name, yahpo_data):
     _need(name)
     bench = get_benchmark("yahpo:lcbench", data_dir=yahpo_data)

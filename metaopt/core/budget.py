@@ -22,6 +22,20 @@ from metaopt.core.errors import UsageError
 
 BudgetUnit = Literal["full_evals", "cost", "typical_cost", "full_evals_per_d"]
 
+DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """A duration such as ``90m``, ``2.5h`` or ``600s`` (a bare number: seconds) in seconds; NaN unless
+    it is one, finite and >= 0. Read for ``--stop-after``, ``--sim-time`` and ``evaluation.clock.time_limit``."""
+    unit = DURATION_UNITS.get(text[-1:], None)
+    try:
+        seconds = float(text[:-1] if unit else text) * (unit or 1.0)
+    except ValueError:
+        return math.nan
+    return seconds if math.isfinite(seconds) and seconds >= 0 else math.nan
+
+
 BUDGET_TOLERANCE = 1e-9
 """Slack for floating-point sums in budget checks: an evaluation fits if the spending stays within
 B + BUDGET_TOLERANCE, and a run whose spent fraction reaches 1 - BUDGET_TOLERANCE has spent its budget."""

@@ -22,8 +22,13 @@ unseen; the run ends once the budget is spent. Budget and fidelity per peer:
 - ``flaml_cfo``: FLAML's CFO searcher, full fidelity, starting from the benchmark's low-cost
   point (``cheap_end``) when it has one; it is told the simulated cost of each evaluation.
 
-Optuna and FLAML are optional (``pip install .[peers]``): without them :func:`run_peer` raises
-:class:`PeerUnavailable` and :func:`peer_status` says "skipped (not installed)".
+- ``syne_asha``, ``syne_bohb``: syne-tune's ASHA and BOHB on syne-tune's simulator with N simulated
+  workers and a time limit (:mod:`metaopt.engine.syne_peers`); their traces have the clock's columns
+  (:mod:`metaopt.engine.simclock`). The other peers are sequential and refuse workers.
+
+Optuna and FLAML are optional (``pip install .[peers]``), syne-tune too (``pip install .[syne]`` and
+syne-tune itself with ``--no-deps``): without them :func:`run_peer` raises :class:`PeerUnavailable`
+and :func:`peer_status` says "skipped (not installed)".
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping
@@ -53,15 +59,15 @@ from ConfigSpace.hyperparameters import (
     UniformIntegerHyperparameter,
 )
 
-from metaopt.core.archive import Archive
 from metaopt.core.benchmarks.base import Problem
 from metaopt.core.smac_utils import reproducible_model_and_maximizer
-from metaopt.core.budget import BUDGET_TOLERANCE, Budget, BudgetMeter
+from metaopt.core.budget import BUDGET_TOLERANCE, Budget
 from metaopt.core.errors import UsageError
 from metaopt.engine.loop import ProgressFn
+from metaopt.engine.peer_run import PeerRun, _clip, _native
+from metaopt.engine.simclock import Job, SimClock, with_clock
 from metaopt.core.references import resolve_budget
 from metaopt.store.run_io import RunResult
-from metaopt.core.space_codec import SpaceCodec
 from metaopt.engine.trace import build_trace, summarize
 
 INSTALL_HINT = "pip install .[peers]"
@@ -76,76 +82,25 @@ class PeerUnavailable(UsageError):
     """The library a peer needs is not installed; the message says what to install."""
 
 
-# -- one run's accounting ---------------------------------------------------------------------
-class PeerRun:
-    """Budget account (:attr:`meter`) and archive of one peer run.
-
-    A peer's runner asks its library for one configuration at a time and calls :meth:`evaluate`,
-    until :attr:`done`. ``settings`` collects what the runner wants in ``summary["config"]``.
-    """
-
-    def __init__(self, problem: Problem, budget: Budget, progress: ProgressFn | None = None) -> None:
-        self.problem = problem
-        self.budget = budget
-        self.progress = progress
-        self.codec = SpaceCodec(problem.search_space)
-        self.archive = Archive(self.codec.dim)
-        self.meter = BudgetMeter(budget, problem.fidelity.r_max)
-        self.stop_reason: str | None = None
-        self.settings: dict[str, Any] = {}
-        self._config_ids: dict[bytes, int] = {}
-
-    @property
-    def done(self) -> bool:
-        return self.stop_reason is not None
-
-    def evaluate(self, config: Mapping[str, Any], fidelity: float | None = None,
-                 stage: int = 0, bracket: int = 0) -> float | None:
-        """Evaluate one configuration at ``fidelity`` (default: r_max); its loss.
-
-        None when the budget does not allow it: then nothing is recorded and the run is done.
-        The configuration (active hyperparameters only) is validated against the search space.
-        """
-        if self.done:
-            return None
-        r = self.problem.fidelity.r_max if fidelity is None else fidelity
-        if self.meter.how_many_fit(1, r) == 0:
-            self.stop_reason = "budget"
-            return None
-        vector = self.codec.to_vector(dict(config))
-        # Evaluate the configuration as the trace will show it (decoded from its vector), so the
-        # trace's hyperparameter columns are exactly what was evaluated.
-        evaluated = self.codec.to_dicts(vector[None, :])[0]
-        result = self.problem.evaluate([evaluated], [r])
-        loss, cost = float(result.loss[0]), float(result.cost[0])
-        if self.meter.affordable([cost]) == 0:
-            self.stop_reason = "budget"  # finished after the budget was spent: discarded unseen
-            return None
-        key = np.nan_to_num(vector, nan=-1.0).tobytes()
-        config_id = self._config_ids.setdefault(key, len(self._config_ids))
-        self.archive.add(vector[None, :], config_id=[config_id], batch=[len(self.archive)], stage=[stage],
-                         bracket=[bracket], fidelity=[r], loss=[loss], cost=[cost])
-        self.meter.charge(r, [cost])
-        if self.meter.exhausted:
-            self.stop_reason = "budget"
-        if self.progress is not None:
-            self.progress(min(self.meter.fraction_spent, 1.0))
-        return loss
-
-
 # -- registry ---------------------------------------------------------------------------------
 Runner = Callable[[PeerRun, int], None]
+ClockRunner = Callable[[PeerRun, int, int, "float | None"], "tuple[list[Job], SimClock, float]"]
+"""A peer on a simulated clock: (run, seed, workers, time limit) -> the job of each recorded row,
+the clock with every evaluation started, and when the run ended (see :func:`metaopt.engine.simclock.with_clock`)."""
 
 
 @dataclass(frozen=True)
 class Peer:
-    """A known optimizer: the library it needs (import name, pip name) and its runner."""
+    """A known optimizer: the library it needs (import name, pip name) and its runner
+    (``runner`` for a sequential peer, ``clock_runner`` for one on a simulated clock with N workers)."""
 
     name: str
     description: str
     module: str
     package: str
-    runner: Runner = field(repr=False)
+    runner: Runner | None = field(default=None, repr=False)
+    clock_runner: ClockRunner | None = field(default=None, repr=False)
+    install_hint: str = INSTALL_HINT
 
     def load(self) -> ModuleType:
         """The peer's library; PeerUnavailable if it is not installed."""
@@ -156,7 +111,7 @@ class Peer:
         except ImportError as exc:
             raise PeerUnavailable(
                 f"peer {self.name} needs the {self.package!r} package, which is not installed: "
-                f"{INSTALL_HINT} (or pip install {self.package})") from exc
+                f"{self.install_hint} (or pip install {self.package})") from exc
 
     def library(self) -> str:
         """Library name and version, e.g. ``smac 2.4.1``."""
@@ -184,37 +139,45 @@ def peer_status() -> dict[str, str]:
             peer.load()
             status[name] = "available"
         except PeerUnavailable:
-            status[name] = f"skipped (not installed: {INSTALL_HINT})"
+            status[name] = f"skipped (not installed: {peer.install_hint})"
     return status
 
 
 def run_peer(name: str, problem: Problem, seed: int, budget: Budget | str, reference: Any = None,
-             progress: ProgressFn | None = None) -> RunResult:
+             progress: ProgressFn | None = None, workers: int | None = None,
+             time_limit: float | None = None) -> RunResult:
     """Run peer ``name`` on ``problem`` with ``seed`` until ``budget`` is spent.
 
-    Same inputs and output as :func:`metaopt.engine.loop.run`; ``summary["config"]`` names the peer and
-    its library. UsageError for an unknown peer, PeerUnavailable if its library is missing.
+    Same inputs and output as :func:`metaopt.engine.simclock.run`; ``summary["config"]`` names the peer
+    and its library. A peer on a simulated clock (the syne-tune peers) runs with ``workers`` (default
+    1) and the ``time_limit`` in simulated seconds, and its trace has the clock's columns; the other
+    peers are sequential and refuse both. UsageError for an unknown peer, PeerUnavailable if its
+    library is missing.
     """
     peer = get_peer(name)
+    if peer.clock_runner is None and (workers is not None or time_limit is not None):
+        raise UsageError(f"peer {name} runs sequentially, not on the simulated clock (no workers or time limit); "
+                         f"peers on the clock: {', '.join(n for n, p in PEERS.items() if p.clock_runner)}")
     library = peer.library()
     budget = resolve_budget(budget, problem)
     state = PeerRun(problem, budget, progress)
     started, cpu_started = time.perf_counter(), time.process_time()
-    peer.runner(state, int(seed))
+    if peer.clock_runner is not None:
+        jobs, clock, end = peer.clock_runner(state, int(seed), 1 if workers is None else workers, time_limit)
+    else:
+        assert peer.runner is not None  # a peer has one of the two
+        peer.runner(state, int(seed))
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    trace = build_trace(state.archive, state.codec, problem, budget, reference)
+    trace = build_trace(state.archive, state.codec, problem, budget, reference, spent=np.asarray(state.spent))
     config = {"peer": name, "library": library, "method": peer.description, **state.settings}
     summary = summarize(trace, problem, budget, state.stop_reason or "budget", seed, config, reference)
     summary["wall_time_s"] = wall
     summary["cpu_time_s"] = cpu
-    return RunResult(trace, summary)
+    result = RunResult(trace, summary)
+    return result if peer.clock_runner is None else with_clock(result, jobs, clock, end)
 
 
 # -- search-space translation (Optuna, FLAML) -----------------------------------------------------
-def _native(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def _conditions(space: ConfigurationSpace) -> dict[str, tuple[str, tuple[Any, ...]]]:
     """child -> (parent, parent values that activate it). UsageError for what we cannot translate."""
     if space.forbidden_clauses:
@@ -245,20 +208,6 @@ def _choices(hp: Hyperparameter) -> list[Any] | None:
 def _unsupported(hp: Hyperparameter) -> UsageError:
     return UsageError(f"this peer cannot translate hyperparameter {hp.name} of type {type(hp).__name__} "
                       "(supported: uniform float/integer, categorical, ordinal, constant)")
-
-
-def _clip(space: ConfigurationSpace, config: Mapping[str, Any]) -> dict[str, Any]:
-    """Numeric values inside their bounds (log-scale round trips can land an ulp outside), integers as int."""
-    out = {}
-    for name, value in config.items():
-        hp = space[name]
-        value = _native(value)
-        if isinstance(hp, UniformIntegerHyperparameter):
-            value = int(min(max(round(value), hp.lower), hp.upper))
-        elif isinstance(hp, UniformFloatHyperparameter):
-            value = float(min(max(value, hp.lower), hp.upper))
-        out[name] = value
-    return out
 
 
 # -- SMAC ------------------------------------------------------------------------------------
@@ -468,6 +417,17 @@ def _run_flaml_cfo(state: PeerRun, seed: int) -> None:
         searcher.on_trial_complete(str(trial_id), result, error=not math.isfinite(loss))
 
 
+# -- syne-tune (metaopt.engine.syne_peers) ------------------------------------------------------------
+SYNE_INSTALL_HINT = "pip install .[syne] && pip install --no-deps syne-tune==0.16.0 (make install does both)"
+
+
+def _run_syne(name: str, state: PeerRun, seed: int, workers: int, time_limit: float | None) -> tuple[list[Job], SimClock, float]:
+    PEERS[name].load()
+    from metaopt.engine import syne_peers
+
+    return syne_peers.run(name, state, seed, workers, time_limit)
+
+
 PEERS: dict[str, Peer] = {
     "smac_hpo": Peer("smac_hpo", "SMAC HyperparameterOptimizationFacade (RF-BO), full fidelity",
                      "smac", "smac", _run_smac_hpo),
@@ -475,5 +435,11 @@ PEERS: dict[str, Peer] = {
                     "smac", "smac", _run_smac_hb),
     "optuna_tpe": Peer("optuna_tpe", "Optuna TPESampler, full fidelity", "optuna", "optuna", _run_optuna_tpe),
     "flaml_cfo": Peer("flaml_cfo", "FLAML CFO, full fidelity, low-cost start", "flaml", "flaml", _run_flaml_cfo),
+    "syne_asha": Peer("syne_asha", "syne-tune ASHA (stopping, eta = 3) on its simulator backend",
+                      "syne_tune", "syne-tune", clock_runner=partial(_run_syne, "syne_asha"),
+                      install_hint=SYNE_INSTALL_HINT),
+    "syne_bohb": Peer("syne_bohb", "syne-tune BOHB (ASHA with a KDE searcher, eta = 3) on its simulator backend",
+                      "syne_tune", "syne-tune", clock_runner=partial(_run_syne, "syne_bohb"),
+                      install_hint=SYNE_INSTALL_HINT),
 }
 """Peer name -> :class:`Peer` (its library and runner)."""

@@ -37,7 +37,7 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
 
 import numpy as np
 
@@ -49,8 +49,10 @@ from metaopt.engine import loop as batch_loop
 from metaopt.engine.loop import AskTell, Optimizer, ProgressFn, Result
 from metaopt.core.references import resolve_budget
 from metaopt.core.registry import CATEGORIES, get_component
+from metaopt.store.run_io import RunResult
 
 CLOCK_COLUMNS = ["worker", "sim_start", "sim_time"]
+R = TypeVar("R", bound=RunResult)
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,7 @@ def run(config: Mapping[str, Any], problem: Problem, seed: int, budget: Budget |
         # a batch's recorded rows are a prefix of it, in batch order
         positions = zip(result.trace["batch"].tolist(), result.trace.groupby("batch").cumcount().tolist())
         jobs = [jobs_of[b][i] for b, i in positions]
-    return _with_clock(result, jobs, clock, clock.now if time_limit is None else min(clock.now, time_limit))
+    return with_clock(result, jobs, clock, clock.now if time_limit is None else min(clock.now, time_limit))
 
 
 def _drive_async(run: AsyncRun, problem: Problem, clock: SimClock, time_limit: float | None) -> list[Job]:
@@ -197,8 +199,13 @@ def _drive_batches(loop: AskTell, problem: Problem, clock: SimClock, time_limit:
     return jobs_of
 
 
-def _with_clock(result: Result, jobs: list[Job], clock: SimClock, end: float) -> Result:
-    """``result`` with the clock's trace columns and summary entries; ``end``: when the run ended."""
+def with_clock(result: R, jobs: list[Job], clock: SimClock, end: float) -> R:
+    """``result`` with the clock's trace columns and summary entries; ``end``: when the run ended.
+
+    ``jobs``: the job of each trace row, in trace order; ``clock.jobs``: every evaluation started
+    (for the utilization). Called at the end of a run on the clock (:func:`run`, and the syne-tune
+    peers of :mod:`metaopt.engine.syne_peers`, whose simulator gives the same facts).
+    """
     trace = result.trace
     columns = {"worker": [j.worker for j in jobs], "sim_start": [j.start for j in jobs],
                "sim_time": [j.finish for j in jobs]}

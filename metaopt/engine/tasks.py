@@ -29,6 +29,10 @@ class RunSpec:
     config: dict[str, Any] | None = None
     peer: str | None = None
     yahpo_data: str | None = None
+    workers: int | None = None
+    """Simulated workers (None: not on the clock); with ``time_limit`` in simulated seconds, or a
+    typical-cost budget (``30dc``) resolved to seconds on the run's instance."""
+    time_limit: float | Budget | None = None
 
 
 @dataclass
@@ -46,16 +50,21 @@ def execute(spec: RunSpec) -> RunOutcome:
     """Run ``spec``; any exception becomes ``RunOutcome.error`` (with its traceback)."""
     try:
         from metaopt.core.benchmarks import get_benchmark
+        from metaopt.core.references import resolve_budget
         from metaopt.engine.simclock import run
 
         problem = get_benchmark(spec.benchmark, spec.yahpo_data).problem(spec.instance)
+        time_limit = (resolve_budget(spec.time_limit, problem).amount if isinstance(spec.time_limit, Budget)
+                      else spec.time_limit)
         if spec.peer is not None:
             from metaopt.engine.peers import run_peer
 
-            result = run_peer(spec.peer, problem, spec.seed, spec.budget, reference=spec.reference)
+            result = run_peer(spec.peer, problem, spec.seed, spec.budget, reference=spec.reference,
+                              workers=spec.workers, time_limit=time_limit)
         else:
             assert spec.config is not None  # a task runs a peer or a configuration
-            result = run(spec.config, problem, spec.seed, spec.budget, reference=spec.reference)
+            result = run(spec.config, problem, spec.seed, spec.budget, reference=spec.reference,
+                         workers=spec.workers, time_limit=time_limit)
         result.summary["optimizer"] = spec.optimizer
         return RunOutcome(spec, result=result)
     except Exception:  # noqa: BLE001 - failure isolation: one bad run must not end a study

@@ -20,7 +20,7 @@ REGRET_COLUMNS = ["normalized_regret", "normalized_regret_full"]
 
 
 def build_trace(archive: Archive, codec: SpaceCodec, problem: Problem, budget: Budget,
-                reference: Any = None) -> pd.DataFrame:
+                reference: Any = None, spent: np.ndarray | None = None) -> pd.DataFrame:
     """The trace table of a finished run.
 
     ``incumbent_loss`` is the best loss seen so far at any fidelity (as in the paper);
@@ -28,6 +28,8 @@ def build_trace(archive: Archive, codec: SpaceCodec, problem: Problem, budget: B
     ``stop_statistic`` is the stopping rule's statistic after the row's batch (NaN if the rule has
     none or did not compute it, e.g. during its warm-up or after the batch that spent the budget).
     With a ``reference``, ``normalized_regret(_full)`` are the incumbents normalized by it.
+    ``budget_used`` adds r/r_max per row, or ``spent``/r_max where given (the fidelity each row
+    charges: a syne-tune trial continued from its previous result charges only the difference).
     """
     n = len(archive)
     loss = archive.loss
@@ -42,7 +44,7 @@ def build_trace(archive: Archive, codec: SpaceCodec, problem: Problem, budget: B
         "fidelity": fidelity,
         "loss": loss,
         "cost": archive.cost,
-        "budget_used": np.cumsum(full_evaluations(fidelity, problem.fidelity.r_max)),
+        "budget_used": np.cumsum(full_evaluations(fidelity if spent is None else spent, problem.fidelity.r_max)),
         "cost_used": np.cumsum(archive.cost),
         "incumbent_loss": np.fmin.accumulate(np.where(np.isnan(loss), np.inf, loss)) if n else loss,
         "incumbent_loss_full": (np.fmin.accumulate(np.where(full & ~np.isnan(loss), loss, np.inf)) if n else loss),

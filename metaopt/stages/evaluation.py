@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from metaopt.analysis.aliases import kept, same_configuration_labels
+from metaopt.analysis.aliases import kept, run_identity, same_configuration_labels
 from metaopt.analysis.markdown import markdown_table
 from metaopt.analysis.termination import rtc, ryc
 from metaopt.core.benchmarks.base import Benchmark, Problem
@@ -42,7 +42,8 @@ from metaopt.spaces.resolve import optimizer_name, resolve_optimizer
 from metaopt.store.run_io import (UNFINISHED, DamagedRun, RunResult, check_run, clear_failure, discard_summary,
                                   has_failed, read_run, write_failure, write_run)
 from metaopt.store.store import EvalFiles, StudyStore
-from metaopt.core.store_utils import atomic_write_text
+from metaopt.store.study_spec import clock_run_name
+from metaopt.core.store_utils import atomic_write_bytes, atomic_write_text
 from metaopt.engine.tasks import RunSpec, execute
 
 
@@ -54,6 +55,27 @@ class OptimizerEntry:
     config: dict[str, Any] | None = None
     peer: str | None = None
     skipped: str | None = None
+    workers: int | None = None
+    """Simulated workers (``evaluation.clock``; None: not on the clock), with the time limit (simulated
+    seconds, or a typical-cost budget resolved per instance)."""
+    time_limit: float | Budget | None = None
+
+
+def on_clock(entries: list[OptimizerEntry], workers: list[int], time_limit: float | Budget | None) -> list[OptimizerEntry]:
+    """``evaluation.clock``: each entry once per worker count, named ``<name>@w<N>``, in that order."""
+    return [replace(e, name=clock_run_name(e.name, w), workers=w, time_limit=time_limit) for w in workers for e in entries]
+
+
+def check_clock_peers(names: list[Any], field: str = "optimizers") -> None:
+    """Called when a study with ``evaluation.clock`` is loaded: UsageError naming ``field[k]`` for a
+    peer that runs sequentially (only the syne-tune peers run on the simulated clock)."""
+    from metaopt.engine.peers import PEERS
+
+    on_the_clock = [name for name, peer in PEERS.items() if peer.clock_runner]
+    for k, entry in enumerate(names):
+        if isinstance(entry, str) and entry in PEERS and PEERS[entry].clock_runner is None:
+            raise UsageError(f"field '{field}[{k}]': peer {entry} runs sequentially, not on the simulated clock "
+                             f"(evaluation.clock); peers on the clock: {', '.join(on_the_clock)}")
 
 
 def _check_unique(names: list[Any], field: str) -> None:
@@ -139,7 +161,7 @@ def evaluate(output: Path | StudyStore, bench: Benchmark, entries: list[Optimize
         if e.skipped:
             print(f"  {e.name}: {e.skipped}")
     specs = [RunSpec(e.name, bench.name, i, s, budget, references[i], config=e.config, peer=e.peer,
-                     yahpo_data=yahpo_data)
+                     yahpo_data=yahpo_data, workers=e.workers, time_limit=e.time_limit)
              for e in runnable for i in instances for s in seeds]
     todo = _runs_to_do(store, specs)
     groups = _same_runs(todo)
@@ -177,7 +199,8 @@ def evaluate(output: Path | StudyStore, bench: Benchmark, entries: list[Optimize
                 failed.append(f"{s.optimizer} on {s.instance} seed {s.seed}")
     if not results:
         raise UsageError("evaluation: no run finished; nothing to tabulate")
-    labels = same_configuration_labels({e.name: e.config if e.peer is None else None for e in runnable},
+    labels = same_configuration_labels({e.name: run_identity(e.config, e.workers) if e.peer is None else None
+                                        for e in runnable},
                                        [e.name for e in entries])
     results = _merge_same(results, labels)
     caption = (f"{caption_prefix}{bench.name}: {len(instances)} instances "
@@ -189,6 +212,8 @@ def evaluate(output: Path | StudyStore, bench: Benchmark, entries: list[Optimize
                                 caption)
     if cost_reference is not None:
         write_cost_table(store.eval_files, results, labels.get(cost_reference, cost_reference), caption)
+    if any(e.workers is not None for e in entries):
+        write_clock_curves(store.eval_files, results, caption)
     return write_tables(store, results, budget, report_budgets, caption, n_instances=len(instances),
                         failed=failed)
 
@@ -248,6 +273,18 @@ def _runs_to_do(store: StudyStore, specs: list[RunSpec]) -> list[RunSpec]:
     return todo
 
 
+def write_clock_curves(files: EvalFiles, results: list[tuple[dict, Any]], caption: str) -> pd.DataFrame:
+    """anytime_clock.csv/.png: mean normalized regret vs simulated wall-clock time, one panel per worker
+    count (:mod:`metaopt.analysis.clock_curves`); the report draws the csv again."""
+    from metaopt.analysis.clock_curves import clock_curves, clock_figure
+
+    curves = clock_curves([(keys, res) for keys, res in results])
+    atomic_write_text(files.anytime_clock_csv, curves.to_csv(index=False))
+    if len(curves):
+        atomic_write_bytes(files.anytime_clock_png, clock_figure(curves, caption).png)
+    return curves
+
+
 def write_cost_table(files: EvalFiles, results: list[tuple[dict, Any]], reference: str, caption: str) -> pd.DataFrame:
     """cost.csv/.md: regret at the reference's equal cost budget and cost to reach its median final loss."""
     from metaopt.analysis.cost import cost_comparison, cost_table
@@ -284,8 +321,8 @@ def termination_twins(entries: list[OptimizerEntry]) -> dict[str, OptimizerEntry
         if entry.config is None or entry.config.get("stopping", "budget") == "budget":
             continue
         full = validate(without_stopping(entry.config))
-        known = [e for e in [*entries, *twins.values()] if e.config == full]
-        twins[entry.name] = known[0] if known else OptimizerEntry(f"{entry.name}.full", config=full)
+        known = [e for e in [*entries, *twins.values()] if e.config == full and e.workers == entry.workers]
+        twins[entry.name] = known[0] if known else replace(entry, name=f"{entry.name}.full", config=full)
     return twins
 
 

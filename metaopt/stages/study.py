@@ -129,7 +129,7 @@ class StudyContext:
 
     def _check_evaluation(self) -> None:
         """Called by ``__init__``: optimizers and variants, ``gamma_star_from``, ``cost_reference``."""
-        from metaopt.stages.evaluation import check_optimizers, optimizer_name
+        from metaopt.stages.evaluation import check_clock_peers, check_optimizers, optimizer_name
         from metaopt.spaces.design_space import validate
 
         ev = self.study.spec.evaluation
@@ -137,8 +137,13 @@ class StudyContext:
             return
         try:
             check_optimizers(ev.optimizers, self.bench, self.gamma_star_names, field="evaluation.optimizers")
+            if ev.clock is not None:
+                check_clock_peers(ev.optimizers, field="evaluation.optimizers")
         except UsageError as err:
             raise UsageError(f"{self.study.path}: {err}") from None
+        if ev.clock is not None and ev.cost_reference is not None:
+            raise self._error("evaluation.cost_reference", "not with evaluation.clock (the runs of each worker "
+                                                           "count are compared on the clock's curves instead)")
         if ev.gamma_star_from is not None:
             field = "evaluation.gamma_star_from"
             data = read_gamma_star(Path(ev.gamma_star_from), f"{self.study.path}: field '{field}'")
@@ -320,11 +325,13 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
 
 def run_evaluate(ctx: StudyContext, executor, quiet: bool = False):
     """The evaluation stage: every optimizer on the held-out instances × seeds."""
-    from metaopt.stages.evaluation import evaluate, resolve_optimizers
+    from metaopt.stages.evaluation import evaluate, on_clock, resolve_optimizers
 
     ev = ctx.study.spec.evaluation
     assert ev is not None and isinstance(ev.seeds, list)  # run only with an evaluation section; seeds validated
     entries = resolve_optimizers(ev.optimizers, ctx.bench, ctx.gamma_stars(), field="evaluation.optimizers")
+    if ev.clock is not None:
+        entries = on_clock(entries, ev.clock.workers, ev.clock.limit(ctx.bench.d))
     references = ctx.references(ctx.eval_instances, quiet)
     table = evaluate(ctx.store, ctx.bench, entries, ctx.eval_instances, ev.seeds, ctx.budget, references,
                      executor, ctx.report_budgets, ctx.yahpo_data, quiet, caption_prefix=f"study {ctx.study.spec.name}, ",

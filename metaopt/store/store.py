@@ -104,6 +104,15 @@ class EvalFiles:
         return self.folder / "anytime.png"
 
     @property
+    def anytime_clock_csv(self) -> Path:
+        """Regret against simulated wall-clock time per worker count (``evaluation.clock``)."""
+        return self.folder / "anytime_clock.csv"
+
+    @property
+    def anytime_clock_png(self) -> Path:
+        return self.folder / "anytime_clock.png"
+
+    @property
     def cost_runs_csv(self) -> Path:
         return self.folder / "cost_runs.csv"
 

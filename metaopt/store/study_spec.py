@@ -7,6 +7,8 @@ optimizers, budgets) are made by :class:`metaopt.stages.study.StudyContext` befo
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -14,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from metaopt.core.budget import Budget, parse_duration, split_spec
 from metaopt.core.errors import UsageError
 from metaopt.core.store_utils import read_text_file
 
@@ -185,16 +188,67 @@ class OptimizerVariant(BaseModel):
         return self
 
 
+def clock_run_name(optimizer: str, workers: int) -> str:
+    """The stored name of ``optimizer``'s held-out runs with ``workers`` simulated workers (``evaluation.clock``)."""
+    return f"{optimizer}@w{workers}"
+
+
+class ClockSpec(BaseModel):
+    """``evaluation.clock``: every optimizer runs on the simulated clock (:mod:`metaopt.engine.simclock`)
+    once per worker count, within the study's budget and, if given, the simulated time limit."""
+
+    model_config = ConfigDict(extra="forbid")
+    workers: list[int] = Field(min_length=1)
+    time_limit: str | None = None
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _worker_counts(cls, value: object) -> object:
+        if not isinstance(value, list) or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in value) \
+                or len(set(value)) != len(value):
+            raise ValueError("must be a list of distinct integers >= 1 (simulated workers), e.g. [1, 8, 32]")
+        return value
+
+    @field_validator("time_limit", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        text = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        if not isinstance(text, str) or not (parse_duration(text) > 0 or _typical_cost_amount(text) > 0):
+            raise ValueError("must be a simulated duration > 0 such as 90m, 2.5h or 600s (a bare number: seconds), "
+                             "or the time of typical full evaluations of each instance: 30dc (30 x d) or 100c")
+        return text
+
+    def limit(self, d: int | None) -> float | Budget | None:
+        """The time limit: simulated seconds, or a typical-cost budget (``30dc``, ``100c``) that each run
+        resolves to seconds on its instance (:func:`metaopt.core.references.resolve_budget`); None: none."""
+        if self.time_limit is None:
+            return None
+        seconds = parse_duration(self.time_limit)
+        return seconds if seconds > 0 else Budget.parse(self.time_limit, d)
+
+
+def _typical_cost_amount(text: str) -> float:
+    """The number of a typical-cost spec (``30dc``, ``100c``); NaN for anything else."""
+    try:
+        amount, unit = split_spec(text)
+    except UsageError:
+        return math.nan
+    return amount if unit in ("c", "dc") else math.nan
+
+
 class EvaluationSpec(_InstancesAndSeeds):
     seeds: int | list[int] = 3
     optimizers: list[str | OptimizerVariant] = Field(min_length=1)
     report_budgets: list[str] = Field(default_factory=list)
     gamma_star_from: str | None = None
     cost_reference: str | None = None
+    clock: ClockSpec | None = None
 
     def optimizer_names(self) -> list[str]:
-        """The names of the evaluated optimizers (a variant by its ``name``), in the file's order."""
-        return [item if isinstance(item, str) else item.name for item in self.optimizers]
+        """The names of the evaluated optimizers (a variant by its ``name``), in the file's order; with
+        ``clock``, the names of their runs (:func:`clock_run_name`), worker count by worker count."""
+        names = [item if isinstance(item, str) else item.name for item in self.optimizers]
+        return names if self.clock is None else [clock_run_name(n, w) for w in self.clock.workers for n in names]
 
 
 class AblationEntry(_InstancesAndSeeds):

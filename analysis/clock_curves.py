@@ -1,0 +1,89 @@
+"""Anytime curves against simulated wall-clock time, one panel per worker count (``evaluation.clock``).
+
+A study with ``evaluation.clock`` runs every optimizer on the simulated clock once per worker count N;
+such a run is stored under the name ``<optimizer>@w<N>`` (:func:`metaopt.store.study_spec.clock_run_name`) and its summary
+records ``workers``. The curves read each run's trace by simulated time: the regret at time t is the
+normalized regret of the best loss (any fidelity) among the results in by t (a synchronous batch's
+rows are in batch order, not in arrival order, so the trace's running incumbent is not used).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from metaopt.analysis.anytime import budget_grid
+from metaopt.core.references import Reference
+from metaopt.store.study_spec import clock_run_name
+
+CLOCK_CURVES = "anytime_clock"
+"""The figure's name (the report's ``figures/anytime_clock.png``); the evaluation's files of these curves
+are named by the store (:class:`metaopt.store.store.EvalFiles`)."""
+
+
+def _base_name(run_name: str, workers: int) -> str:
+    """The optimizer of a run stored as :func:`metaopt.store.study_spec.clock_run_name` names it."""
+    suffix = clock_run_name("", workers)
+    return run_name[:-len(suffix)] if run_name.endswith(suffix) else run_name
+
+
+def panel_label(workers: int) -> str:
+    """A worker count's panel title; padded so that panels sort by worker count."""
+    return f"{workers:>4} workers"
+
+
+def regret_by_time(trace: pd.DataFrame, reference: Any, times: np.ndarray) -> np.ndarray:
+    """Normalized regret of the best loss (any fidelity) among the results in by each simulated time
+    (NaN before the first finite one)."""
+    order = np.argsort(trace["sim_time"].to_numpy(), kind="stable")
+    arrived = trace["sim_time"].to_numpy()[order]
+    loss = trace["loss"].to_numpy()
+    best = np.fmin.accumulate(np.where(np.isnan(loss), np.inf, loss)[order]) if len(loss) else loss
+    seen = np.searchsorted(arrived, times, side="right")
+    values = np.where(seen > 0, best[np.maximum(seen - 1, 0)] if len(best) else np.nan, np.nan)
+    return np.asarray(reference.normalize(np.where(np.isinf(values), np.nan, values)), dtype=float)
+
+
+def clock_curves(runs: Iterable[tuple[dict[str, Any], Any]], points: int = 60) -> pd.DataFrame:
+    """Seed-averaged regret vs simulated time: columns workers, optimizer (without the ``@w<N>``),
+    instance, time, regret.
+
+    ``runs``: (keys with optimizer, instance, seed; a run result) for finished runs; those without
+    ``workers`` in their summary (not on the clock) are left out. Per worker count the time grid is
+    log-spaced from the median time of the first result to the latest end of a run.
+    """
+    by_workers: dict[int, list[tuple[dict[str, Any], Any]]] = {}
+    for keys, result in runs:
+        if "workers" in result.summary and len(result.trace):
+            by_workers.setdefault(int(result.summary["workers"]), []).append((keys, result))
+    frames = []
+    for workers, group in sorted(by_workers.items()):
+        first = float(np.median([r.trace["sim_time"].min() for _, r in group]))
+        grid = budget_grid(first, max(float(r.summary["sim_time"]) for _, r in group), points)
+        for keys, result in group:
+            reference = Reference(**{k: result.summary["reference"][k] for k in ("y_min", "y_max")})
+            frames.append(pd.DataFrame({
+                "workers": workers, "optimizer": _base_name(keys["optimizer"], workers),
+                "instance": keys["instance"], "seed": keys["seed"], "time": grid,
+                "regret": regret_by_time(result.trace, reference, grid)}))
+    if not frames:
+        return pd.DataFrame(columns=["workers", "optimizer", "instance", "time", "regret"])
+    curves = pd.concat(frames, ignore_index=True)
+    return curves.groupby(["workers", "optimizer", "instance", "time"], as_index=False)["regret"].mean()
+
+
+def clock_figure(curves: pd.DataFrame, caption: str) -> Any:
+    """The curves of :func:`clock_curves` as a :class:`metaopt.analysis.figures.Figure` named
+    :data:`CLOCK_CURVES`: one panel per worker count, every optimizer (ours and the peers) in each."""
+    from dataclasses import replace
+
+    from metaopt.analysis.figures import anytime, optimizer_palette
+
+    shown = curves.assign(scenario=curves["workers"].map(panel_label), budget=curves["time"])
+    figure = anytime(shown, optimizer_palette(curves["optimizer"].unique()), "simulated wall-clock time (s)",
+                     "Mean normalized regret of the best result in by each simulated time (log axis), one panel "
+                     "per number of simulated workers: mean over seeds per instance, then mean ± 1 s.e. over "
+                     f"instances. {caption}")
+    return replace(figure, name=CLOCK_CURVES, title="Anytime performance against simulated wall-clock time")

@@ -1,0 +1,316 @@
+"""syne-tune's asynchronous schedulers as peers on syne-tune's own simulator (``syne_asha``, ``syne_bohb``).
+
+The problem (a YAHPO surrogate, a synthetic function) is wrapped as a syne-tune user blackbox
+(:class:`ProblemBlackbox`) and run by syne-tune's ``Tuner`` with its ``UserBlackboxBackend`` (the
+simulator backend of its blackbox repository) and N simulated workers. syne-tune's model of a
+trial is a learning curve: a trial started at time t reports its loss at every fidelity of the
+blackbox's grid, the one at fidelity r at t + the predicted runtime at r (the problem's ``cost``
+there, made increasing by syne-tune), until its scheduler stops it. Its ASHA is the stopping
+variant: a trial is stopped at a rung unless it is among the best 1/η of the results there, and a
+trial that goes on continues from where it was (no promotion that pays its full r again, as
+metaopt's ``asha`` does). The fidelity grid is the rungs of metaopt's ``asha`` at η = 3
+(:func:`fidelity_grid`; lcbench: epochs 2, 6, 17, 52; rbv2: trainsize 0.037, 0.11, 0.33, 1), so
+that both schedulers decide at the same fidelities; syne-tune's resource of the k-th grid fidelity
+is 3^(k-1), so that its ASHA (grace period 1, η = 3) has a rung at each of them and max_t at the
+last. (syne-tune's own YAHPO blackboxes report at every epoch, 52 results for a full lcbench trial
+instead of 4 here; its ASHA decides only at its rungs all the same, but BOHB's KDE sees the
+intermediate results too.)
+
+Peers:
+
+- ``syne_asha``: ``syne_tune.optimizer.baselines.ASHA`` (random proposals).
+- ``syne_bohb``: ``syne_tune.optimizer.baselines.BOHB`` (ASHA with the KDE searcher of BOHB).
+  syne-tune 0.16 has no MOBSTER or Hyper-Tune any more (their GP code, and its autograd
+  dependency, left after 0.14, whose wheel pins numpy < 1.27); its model-based asynchronous
+  schedulers are BOHB, ASHABORE (xgboost) and ASHACQR.
+
+Both start, as syne-tune's searchers do, with the configuration at the middle of the space.
+
+What is changed in syne-tune's simulation, so that a run is a pure function of (peer, problem,
+seed, budget, workers, time limit) like every run on metaopt's clock: the simulator's delays are 0
+(metaopt's clock has none); the real time the tuner spends between backend calls, which syne-tune
+adds to the simulated time, is not added (:class:`_SimulatedTimeOnly`); and when every worker is
+busy the tuner's sleep advances the clock to the next event instead of by a fixed 5 s
+(the tuner callback of :func:`_recorder`), with no real sleep; numpy's global generator, which
+syne-tune's random searcher draws from, is seeded with the run's seed (and restored after). Left as
+syne-tune has it: stopping a trial advances the clock by 2 ms.
+
+Conversion to metaopt's trace (:func:`run`): every result the scheduler receives becomes a row, in
+the order received: the configuration (inactive hyperparameters of a conditional space dropped),
+its fidelity, its loss, ``cost`` = the time its worker spent since the trial's previous result
+(so ``sim_start`` + ``cost`` = ``sim_time``) and ``budget_used`` charging the fidelity gained
+since then over r_max (a full trial costs one full evaluation). The budget (evaluations or cost)
+and the time limit T are kept as on metaopt's clock: a result that would take the spent budget past
+B, or that arrives after T, is discarded and the run ends (stop reason ``budget`` or ``time``);
+syne-tune's tuner then stops its running trials. ``worker`` numbers each trial's worker as metaopt's
+clock would (the free one with the lowest index).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import io
+import logging
+import math
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ConfigSpace import ConfigurationSpace
+from ConfigSpace.hyperparameters import (
+    CategoricalHyperparameter,
+    Constant,
+    OrdinalHyperparameter,
+    UniformFloatHyperparameter,
+    UniformIntegerHyperparameter,
+)
+from ConfigSpace.util import deactivate_inactive_hyperparameters
+
+from metaopt.core.benchmarks.base import Fidelity
+from metaopt.core.errors import UsageError
+from metaopt.components.fidelity_schedules import n_stages, stage_fidelity
+from metaopt.engine.peer_run import PeerRun, _clip, _native
+from metaopt.engine.simclock import Job, SimClock
+
+REDUCTION_FACTOR = 3
+RESOURCE = "resource"
+ELAPSED = "elapsed"
+SCHEDULERS = {"syne_asha": "ASHA", "syne_bohb": "BOHB"}
+"""Peer name -> class in ``syne_tune.optimizer.baselines``."""
+
+
+def fidelity_grid(fidelity: Fidelity) -> np.ndarray:
+    """The fidelities a syne-tune trial reports at: the rungs of metaopt's ``asha`` at η = 3,
+    r_j = r_max·3^-(s-j) snapped (module docstring), increasing."""
+    s = n_stages(fidelity, REDUCTION_FACTOR)
+    return np.unique([stage_fidelity(fidelity, j, s, REDUCTION_FACTOR) for j in range(1, s + 1)])
+
+
+def resources(grid: np.ndarray) -> np.ndarray:
+    """syne-tune's resource for each grid fidelity: 1, 3, 9, ..., so that its ASHA (grace period 1,
+    η = 3) has a rung at every grid fidelity but the last, its max_t."""
+    return REDUCTION_FACTOR ** np.arange(len(grid))
+
+
+def _vector(state: PeerRun, config: dict[str, Any], cache: dict[str, np.ndarray]) -> np.ndarray:
+    """The codec vector of a syne-tune configuration (its inactive hyperparameters dropped); ``cache``
+    keeps the vectors of the run's configurations (the blackbox and the recorder both need them)."""
+    key = repr(sorted(config.items()))
+    if key not in cache:
+        space = state.problem.search_space
+        # syne-tune 0.16's KDE searcher can propose an integer outside its range (max_units = 13 of
+        # lcbench's [64, 1024], log scale): numbers are clipped to their range, as for the other peers
+        clipped = _clip(space, {k: v for k, v in config.items() if k in space})
+        cache[key] = state.codec.to_vector(dict(deactivate_inactive_hyperparameters(clipped, space)))
+    return cache[key]
+
+
+def syne_space(space: ConfigurationSpace) -> dict[str, Any]:
+    """The search space as a syne-tune config space (conditions dropped: every hyperparameter is
+    sampled, the inactive ones are dropped before an evaluation). UsageError for what has no
+    translation."""
+    from syne_tune.config_space import choice, lograndint, loguniform, ordinal, randint, uniform
+
+    if space.forbidden_clauses:
+        raise UsageError("the syne-tune peers cannot handle forbidden clauses in the search space")
+    out: dict[str, Any] = {}
+    for hp in space.values():
+        if isinstance(hp, UniformFloatHyperparameter):
+            out[hp.name] = (loguniform if hp.log else uniform)(float(hp.lower), float(hp.upper))
+        elif isinstance(hp, UniformIntegerHyperparameter):
+            out[hp.name] = (lograndint if hp.log else randint)(int(hp.lower), int(hp.upper))
+        elif isinstance(hp, CategoricalHyperparameter) and hp.weights is None:
+            out[hp.name] = choice([_native(c) for c in hp.choices])
+        elif isinstance(hp, OrdinalHyperparameter):
+            out[hp.name] = ordinal([_native(c) for c in hp.sequence])
+        elif isinstance(hp, Constant):
+            out[hp.name] = _native(hp.value)
+        else:
+            raise UsageError(f"the syne-tune peers cannot translate hyperparameter {hp.name} of type "
+                             f"{type(hp).__name__} (supported: uniform float/integer, unweighted categorical, "
+                             "ordinal, constant)")
+    return out
+
+
+def _blackbox_class() -> type:
+    from syne_tune.blackbox_repository.blackbox import Blackbox
+
+    class ProblemBlackbox(Blackbox):
+        """A metaopt problem as a syne-tune blackbox: a configuration's losses and predicted runtimes
+        at every fidelity of :func:`fidelity_grid` (one batched evaluation per trial)."""
+
+        def __init__(self, state: PeerRun, grid: np.ndarray, space: dict[str, Any]) -> None:
+            from syne_tune.config_space import randint
+
+            super().__init__(configuration_space=space, fidelity_space={RESOURCE: randint(1, int(resources(grid)[-1]))},
+                             objectives_names=["loss", ELAPSED])
+            self.state, self.grid = state, grid
+            self.vectors: dict[str, np.ndarray] = {}
+
+        @property
+        def fidelity_values(self) -> np.ndarray:
+            return resources(self.grid)
+
+        def objective_function(self, configuration: dict[str, Any], fidelity: Any = None,
+                               seed: int | None = None) -> Any:
+            """Called by the simulator when a trial starts: (loss, elapsed time) at each grid fidelity."""
+            assert fidelity is None  # the simulator asks for the whole learning curve
+            vector = _vector(self.state, configuration, self.vectors)
+            evaluated = self.state.codec.to_dicts(vector[None, :])[0]
+            result = self.state.problem.evaluate([evaluated] * len(self.grid), self.grid)
+            if not np.all(np.isfinite(result.cost)):
+                raise UsageError("an evaluation's cost must be a finite number >= 0 for the syne-tune simulator")
+            # the scheduler ranks the losses: a failed evaluation (NaN) ranks last
+            return np.column_stack([np.where(np.isnan(result.loss), np.inf, result.loss), result.cost])
+
+    return ProblemBlackbox
+
+
+def _recorder(state: PeerRun, grid: np.ndarray, backend: Any, time_limit: float | None,
+              vectors: dict[str, np.ndarray]) -> Any:
+    """The tuner callback that keeps syne-tune's clock event-driven and records each result
+    into ``state`` (a ``syne_tune.tuner_callback.TunerCallback``; built when a run starts)."""
+    from syne_tune.tuner_callback import TunerCallback
+
+    position_of = {int(resource): k + 1 for k, resource in enumerate(resources(grid))}
+
+    class Recorder(TunerCallback):
+        def __init__(self) -> None:
+            self.starts: dict[int, float] = {}
+            """trial id -> simulated start time, in start order."""
+            self.last: dict[int, tuple[float, int]] = {}
+            """trial id -> (time, grid position) of its last result seen."""
+            self.rows: list[tuple[int, float, float]] = []
+            """Recorded results: (trial id, sim_start, sim_time), in trace order."""
+            self.stopped: set[int] = set()
+            """Trials the scheduler stopped (the others run until the run ends)."""
+            self.end = 0.0
+            """When the last result seen arrived."""
+
+        def on_tuning_start(self, tuner: Any) -> None:
+            backend.time_keeper.start_of_time()
+
+        def on_tuning_sleep(self, sleep_time: float) -> None:
+            # every worker is busy: move the clock to the next event (syne-tune moves it by the
+            # tuner's sleep time, 5 s, which delays results to multiples of it)
+            events = backend._simulator_state.event_heap  # noqa: SLF001 - no public accessor
+            if events:
+                backend.time_keeper.advance_to(events[0][0])
+
+        def on_start_trial(self, trial: Any) -> None:
+            self.starts[trial.trial_id] = backend.time_keeper.time()
+
+        def on_trial_result(self, trial: Any, status: str, result: dict[str, Any], decision: str) -> None:
+            from syne_tune.constants import ST_TUNER_TIME
+
+            if state.done:
+                return
+            trial_id, now = trial.trial_id, float(result[ST_TUNER_TIME])
+            position = position_of[int(result[RESOURCE])]
+            self.end = max(self.end, now)
+            started, previous = self.last.get(trial_id, (self.starts[trial_id], 0))
+            self.last[trial_id] = (now, position)
+            if decision == "STOP":
+                self.stopped.add(trial_id)
+            if time_limit is not None and now > time_limit:
+                state.stop_reason = "time"
+                return
+            r = float(grid[position - 1])
+            spent = r - (float(grid[previous - 1]) if previous else 0.0)
+            vector = _vector(state, trial.config, vectors)
+            loss = float(result["loss"]) if math.isfinite(result["loss"]) else math.nan
+            if state.record(vector, r, loss, now - started, spent=spent, stage=position - 1):
+                self.rows.append((trial_id, started, now))
+
+    return Recorder()
+
+
+def run(name: str, state: PeerRun, seed: int, workers: int, time_limit: float | None) -> tuple[list[Job], SimClock, float]:
+    """Run syne-tune peer ``name`` on ``state``'s problem with ``workers`` simulated workers until the
+    budget is spent or ``time_limit`` (simulated seconds) is reached.
+
+    Called by :func:`metaopt.engine.peers.run_peer`. Records the results into ``state`` and returns
+    the job of each recorded row (trace order), a clock holding every trial's occupation of a worker
+    (for the utilization) and when the run ended.
+    """
+    from syne_tune import Tuner
+    from syne_tune.backend.simulator_backend.simulator_backend import SimulatorConfig
+    from syne_tune.backend.simulator_backend.time_keeper import SimulatedTimeKeeper
+    from syne_tune.blackbox_repository import UserBlackboxBackend
+    from syne_tune.optimizer import baselines
+
+    class _SimulatedTimeOnly(SimulatedTimeKeeper):
+        """syne-tune's simulated time keeper, without the real time spent outside the backend."""
+
+        def real_time_since_last_recent_exit(self) -> float:
+            return 0.0
+
+    class _SimulatedTuner(Tuner):
+        """syne-tune's tuner without its real sleep: time.sleep(0), once per result, yields the CPU to
+        every other process of a loaded machine; the callbacks still see the sleep (and move the clock)."""
+
+        def _sleep(self) -> None:
+            for callback in self.callbacks:
+                callback.on_tuning_sleep(0.0)
+
+    grid = fidelity_grid(state.problem.fidelity)
+    space = syne_space(state.problem.search_space)
+    state.settings.update(scheduler=f"syne_tune.optimizer.baselines.{SCHEDULERS[name]}",
+                          reduction_factor=REDUCTION_FACTOR, grace_period=1, fidelity_grid=[float(r) for r in grid],
+                          simulator="UserBlackboxBackend, delays 0, no real time")
+    # syne-tune prints every trial to stdout, logs at INFO and warns about its dependencies' futures:
+    # kept out of metaopt's output (the logger level is process-wide)
+    logging.getLogger("syne_tune").setLevel(logging.ERROR)
+    numpy_state = np.random.get_state()
+    with tempfile.TemporaryDirectory(prefix="metaopt-peer-syne-") as folder, \
+            contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        blackbox = _blackbox_class()(state, grid, space)
+        backend = UserBlackboxBackend(blackbox=blackbox, elapsed_time_attr=ELAPSED,
+                                      simulator_config=SimulatorConfig(0.0, 0.0, 0.0, 0.0, 0.0))
+        backend._time_keeper = _SimulatedTimeOnly()  # noqa: SLF001 - the backend has no setter
+        scheduler = getattr(baselines, SCHEDULERS[name])(
+            config_space=space, metric="loss", time_attr=RESOURCE, max_t=int(resources(grid)[-1]), grace_period=1,
+            reduction_factor=REDUCTION_FACTOR, do_minimize=True, random_seed=seed)
+        rungs = sorted(milestone for milestone, _ in scheduler.brackets[0].rungs)
+        # syne-tune counts its rungs with a floating-point logarithm: check that none was lost
+        assert np.allclose(rungs, resources(grid)[:len(rungs)]) and len(rungs) >= len(grid) - 1, (rungs, grid)
+        recorder = _recorder(state, grid, backend, time_limit, blackbox.vectors)
+        tuner = _SimulatedTuner(trial_backend=backend, scheduler=scheduler, stop_criterion=lambda status: state.done,
+                      n_workers=workers, sleep_time=0.0, callbacks=[recorder], save_tuner=False,
+                      tuner_name="metaopt-peer", suffix_tuner_name=False, trial_backend_path=folder,
+                      print_update_interval=math.inf, results_update_interval=math.inf)
+        tuner.tuner_path = Path(folder)  # syne-tune writes its metadata there (default: ~/syne-tune)
+        # syne-tune's RandomSearcher (what its ASHA proposes from after the first draws) and its
+        # ASHA's bracket choice draw from numpy's global generator: seeded for the run, restored after.
+        np.random.seed(seed)
+        try:
+            tuner.run()
+        finally:
+            np.random.set_state(numpy_state)
+    end = recorder.end if time_limit is None else min(recorder.end, time_limit)
+    return _jobs(recorder, workers, end)
+
+
+def _jobs(recorder: Any, workers: int, end: float) -> tuple[list[Job], SimClock, float]:
+    """Workers for the trials (each on the free one with the lowest index when it starts, as on
+    metaopt's clock) and the jobs of the recorded rows."""
+    clock = SimClock(workers)
+    free = list(range(workers))
+    running: list[tuple[float, int]] = []  # (end, worker)
+    worker_of: dict[int, int] = {}
+    for trial_id, start in sorted(recorder.starts.items(), key=lambda item: (item[1], item[0])):
+        while running and running[0][0] <= start:
+            heapq.heappush(free, heapq.heappop(running)[1])
+        if not free:  # a trial syne-tune started at the instant another stopped (its 2 ms apart)
+            heapq.heappush(free, heapq.heappop(running)[1])
+        worker = worker_of[trial_id] = heapq.heappop(free)
+        # busy until the result it was stopped at, or, still running, until the end
+        finish = max(min(recorder.last[trial_id][0], end) if trial_id in recorder.stopped else end, start)
+        heapq.heappush(running, (finish, worker))
+        clock.jobs.append(Job(trial_id, worker, start, finish))
+    jobs = [Job(trial_id, worker_of[trial_id], start, now) for trial_id, start, now in recorder.rows]
+    return jobs, clock, end

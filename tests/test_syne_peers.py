@@ -1,0 +1,199 @@
+"""The syne-tune peers on syne-tune's simulator (metaopt.engine.syne_peers) and studies on the clock
+(evaluation.clock): determinism, budgets and time limits, the conversion of syne-tune's results into
+a trace on the clock, the study field's validation and a study run end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from metaopt.cli import main
+from metaopt.core.benchmarks import get_benchmark
+from metaopt.core.budget import BUDGET_TOLERANCE
+from metaopt.core.errors import UsageError
+from metaopt.core.references import Reference
+from metaopt.core.registry import get_component
+from metaopt.engine.peers import run_peer
+from metaopt.engine.simclock import CLOCK_COLUMNS
+from metaopt.engine.syne_peers import fidelity_grid
+
+MLP = get_benchmark("synthetic:mlp")  # momentum is active only with optimizer sgd: a conditional space
+PROBLEM = MLP.problem("0")
+REF = Reference(y_min=0.0, y_max=1.0)
+
+
+def _run(name: str, seed: int = 1, budget: str = "2d", workers: int = 4, time_limit: float | None = None):
+    return run_peer(name, PROBLEM, seed, budget, reference=REF, workers=workers, time_limit=time_limit)
+
+
+# -- one run ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["syne_asha", "syne_bohb"])
+def test_same_seed_same_trace_other_seed_other_trace(name):
+    first, again, other = _run(name), _run(name), _run(name, seed=2)
+    pd.testing.assert_frame_equal(first.trace, again.trace)
+    assert {k: v for k, v in first.summary.items() if not k.endswith("time_s")} == \
+        {k: v for k, v in again.summary.items() if not k.endswith("time_s")}
+    assert not first.trace["loss"].equals(other.trace["loss"])
+
+
+def test_numpy_global_generator_is_restored():
+    np.random.seed(123)
+    expected = np.random.rand()
+    np.random.seed(123)
+    _run("syne_asha", budget="1d")
+    assert np.random.rand() == expected
+
+
+def test_trace_is_a_run_on_the_clock():
+    """Each row continues its trial from the previous result: sim_start + cost = sim_time, the budget
+    charges the fidelity gained, fidelities climb the grid, no worker runs two trials at once."""
+    result = _run("syne_asha", budget="3d", workers=3)
+    trace, grid = result.trace, fidelity_grid(PROBLEM.fidelity)
+    assert list(trace.columns[trace.columns.get_loc("cost") + 1:][:3]) == CLOCK_COLUMNS
+    np.testing.assert_allclose(trace["sim_time"], trace["sim_start"] + trace["cost"], atol=1e-9)
+    assert set(trace["fidelity"]) <= set(grid)
+    gained = []
+    for _, rows in trace.groupby("config_id", sort=False):
+        positions = np.searchsorted(grid, rows["fidelity"].to_numpy())
+        assert (positions == np.arange(len(rows))).all()  # every grid fidelity in turn from the first
+        assert (rows["sim_start"].to_numpy()[1:] == rows["sim_time"].to_numpy()[:-1]).all()
+        assert rows["worker"].nunique() == 1
+        gained.append(pd.Series(np.diff(rows["fidelity"].to_numpy(), prepend=0.0), index=rows.index))
+    spent = pd.concat(gained).sort_index() / PROBLEM.fidelity.r_max
+    np.testing.assert_allclose(trace["budget_used"], spent.cumsum(), atol=1e-9)
+    for _, rows in trace.groupby("worker"):  # one trial at a time on a worker
+        spans = rows.groupby("config_id").agg(start=("sim_start", "min"), end=("sim_time", "max")).sort_values("start")
+        assert (spans["start"].to_numpy()[1:] >= spans["end"].to_numpy()[:-1] - 1e-9).all()
+    adam = trace[trace["optimizer"] == "adam"]
+    assert len(adam) and adam["momentum"].isna().all()  # inactive hyperparameters are dropped
+    summary = result.summary
+    assert summary["workers"] == 3 and 0 < summary["utilization"] <= 1
+    assert summary["sim_time"] >= trace["sim_time"].max()  # the result that no longer fitted arrived last
+
+
+@pytest.mark.parametrize("name", ["syne_asha", "syne_bohb"])
+def test_evaluation_budget_is_respected(name):
+    result = _run(name, budget="2d")
+    budget = 2 * PROBLEM.d
+    assert result.summary["stop_reason"] == "budget"
+    assert result.trace["budget_used"].iloc[-1] <= budget + BUDGET_TOLERANCE
+    assert result.summary["budget_used"] > budget - 1  # it spent the budget, up to the step that did not fit
+
+
+def test_cost_budget_and_time_limit_are_respected():
+    by_cost = _run("syne_asha", budget="300s")
+    assert by_cost.summary["stop_reason"] == "budget"
+    assert 0 < by_cost.trace["cost_used"].iloc[-1] <= 300 + BUDGET_TOLERANCE
+    by_time = _run("syne_asha", budget="10d", time_limit=60.0)
+    assert by_time.summary["stop_reason"] == "time"
+    assert by_time.trace["sim_time"].max() <= 60.0 and by_time.summary["sim_time"] == 60.0
+    assert by_time.summary["budget_used"] < 10 * PROBLEM.d
+
+
+def test_a_syne_peer_on_lcbench(yahpo_data):
+    problem = get_benchmark("yahpo:lcbench", data_dir=yahpo_data).problem("3945")
+    result = run_peer("syne_bohb", problem, 1, "2d", reference=REF, workers=4)
+    trace = result.trace
+    assert result.summary["stop_reason"] == "budget" and trace["budget_used"].iloc[-1] <= 2 * problem.d + 1e-9
+    assert set(trace["fidelity"]) <= {2.0, 6.0, 17.0, 52.0} and (trace["fidelity"] == 52.0).any()
+    np.testing.assert_allclose(trace["sim_time"], trace["sim_start"] + trace["cost"], atol=1e-6)
+
+
+def test_more_workers_spend_the_budget_sooner():
+    one, eight = _run("syne_asha", budget="2d", workers=1), _run("syne_asha", budget="2d", workers=8)
+    assert one.trace["worker"].eq(0).all()
+    assert eight.summary["sim_time"] < one.summary["sim_time"] / 3
+
+
+@pytest.mark.parametrize("family", ["mlp", "boosting"])
+def test_the_fidelity_grid_is_the_rungs_of_asha_at_eta_3(family):
+    fidelity = get_benchmark(f"synthetic:{family}").fidelity
+    asha = get_component("fidelity_schedules", "asha").build({"log_eta_fid": math.log(3), "survival_fraction": 1 / 3})
+    np.testing.assert_allclose(fidelity_grid(fidelity), asha.rung_fidelities(fidelity))
+
+
+def test_a_proposal_outside_the_space_is_clipped_into_it():
+    """syne-tune's KDE searcher can propose an integer below its range (seen on lcbench)."""
+    from metaopt.core.budget import Budget
+    from metaopt.engine.peer_run import PeerRun
+    from metaopt.engine.syne_peers import _vector
+
+    state = PeerRun(PROBLEM, Budget.parse("1d", PROBLEM.d))
+    units = PROBLEM.search_space["units"]
+    config = {**dict(PROBLEM.search_space.get_default_configuration()), "units": units.lower - 3, "optimizer": "adam",
+              "momentum": 0.5}
+    decoded = state.codec.to_dicts(_vector(state, config, {})[None, :])[0]
+    assert decoded["units"] == units.lower and "momentum" not in decoded
+
+
+def test_sequential_peers_refuse_the_clock():
+    with pytest.raises(UsageError, match="runs sequentially, not on the simulated clock"):
+        run_peer("smac_hpo", PROBLEM, 1, "1d", workers=2)
+
+
+def test_metaopt_run_runs_a_syne_peer_on_the_clock(tmp_path, capsys):
+    argv = ["run", "--benchmark", "synthetic:mlp", "--instance", "0", "--optimizer", "syne_bohb", "--budget", "1d",
+            "--sim-workers", "2", "--sim-time", "5m", "--quiet", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["optimizer"] == "syne_bohb" and summary["workers"] == 2 and summary["sim_time"] <= 300
+    assert set(CLOCK_COLUMNS) <= set(pd.read_csv(tmp_path / "trace.csv").columns)
+
+
+# -- studies on the clock ----------------------------------------------------------------------------
+STUDY = """
+name: clock
+benchmark: synthetic:mlp
+budget: 1d
+evaluation:
+  instances: ["0"]
+  seeds: 1
+  clock: {clock}
+  optimizers: [{optimizers}]
+output: {out}
+"""
+
+
+@pytest.mark.parametrize("clock, optimizers, field", [
+    ("{workers: []}", "asha", "evaluation.clock.workers"),
+    ("{workers: [1, 1]}", "asha", "evaluation.clock.workers"),
+    ("{workers: [0, 8]}", "asha", "evaluation.clock.workers"),
+    ("{workers: [true]}", "asha", "evaluation.clock.workers"),
+    ("{workers: 8}", "asha", "evaluation.clock.workers"),
+    ("{workers: [2], time_limit: -1h}", "asha", "evaluation.clock.time_limit"),
+    ("{workers: [2], time_limit: soon}", "asha", "evaluation.clock.time_limit"),
+    ("{workers: [2], time_limit: 30d}", "asha", "evaluation.clock.time_limit"),
+    ("{workers: [2], speed: 2}", "asha", "evaluation.clock.speed"),
+    ("{workers: [2]}", "asha, smac_hpo", "evaluation.optimizers[1]"),
+])
+def test_bad_clock_fields_are_one_line_naming_the_field(tmp_path, capsys, clock, optimizers, field):
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY.format(clock=clock, optimizers=optimizers, out=tmp_path / "out"))
+    assert main(["study", "run", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("metaopt: error:") and len(err.strip().splitlines()) == 1 and f"'{field}" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_study_on_the_clock_stores_each_worker_count_and_draws_the_clock_curves(tmp_path):
+    out = tmp_path / "out"
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY.format(clock="{workers: [1, 3], time_limit: 1dc}", optimizers="asha, hb, syne_asha",
+                                 out=out))
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    for name in ("asha", "hb", "syne_asha"):
+        for workers in (1, 3):
+            summary = json.loads((out / "eval" / "runs" / f"{name}@w{workers}" / "0" / "seed-1" / "summary.json")
+                                 .read_text())
+            assert summary["workers"] == workers and summary["sim_time"] > 0
+    curves = pd.read_csv(out / "eval" / "anytime_clock.csv")
+    assert set(curves["workers"]) == {1, 3} and set(curves["optimizer"]) == {"asha", "hb", "syne_asha"}
+    assert curves.groupby("workers")["time"].max().iloc[0] > curves.groupby("workers")["time"].max().iloc[1]
+    assert (out / "eval" / "anytime_clock.png").stat().st_size > 10_000
+    assert "figures/anytime_clock.png" in (out / "report" / "report.md").read_text()
+    assert set(pd.read_csv(out / "eval" / "table.csv")["optimizer"]) == {
+        f"{n}@w{w}" for n in ("asha", "hb", "syne_asha") for w in (1, 3)}
