@@ -86,16 +86,16 @@ def _print_table(df: pd.DataFrame) -> None:
 
 
 def _resolve_optimizer(args: argparse.Namespace, fidelity: Any) -> tuple[str, dict[str, Any]]:
-    """``--optimizer NAME`` (a preset or a JSON file) or ``--config FILE``: the name and configuration to run."""
+    """``--optimizer NAME`` (a preset or a JSON file) or ``--config FILE``, else the default optimizer
+    (:data:`metaopt.spaces.presets.DEFAULT_OPTIMIZER`): the name and configuration to run."""
+    from metaopt.spaces.presets import DEFAULT_OPTIMIZER
     from metaopt.spaces.resolve import read_config_file, resolve_optimizer
 
     if args.config and args.optimizer:
         raise UsageError("give either --optimizer NAME or --config FILE, not both")
     if args.config:
         return Path(args.config).stem, read_config_file(args.config, "--config")
-    if not args.optimizer:
-        raise UsageError("one of --optimizer NAME or --config FILE is required")
-    resolved = resolve_optimizer(args.optimizer, fidelity, "--optimizer")
+    resolved = resolve_optimizer(args.optimizer or DEFAULT_OPTIMIZER, fidelity, "--optimizer")
     assert resolved.config is not None  # None only for a peer or a pending gamma*, which are not accepted here
     return resolved.name, resolved.config
 
@@ -314,7 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("schedule", "show the bracket/stage plan an optimizer uses on a benchmark", cmd_schedule),
     ]:
         p = sub.add_parser(cmd, help=helptext)
-        p.add_argument("--optimizer", metavar="NAME", help="a preset name (see `metaopt presets`) or a JSON file"
+        p.add_argument("--optimizer", metavar="NAME", help="a preset name (see `metaopt presets`) or a JSON file "
+                       "(default: metaopt_default, the design the pooled meta-optimization found)"
                        + ("; or a peer (smac_hpo, smac_hb, optuna_tpe, flaml_cfo; syne_asha and syne_bohb on the "
                           "simulated clock)" if cmd == "run" else ""))
         p.add_argument("--config", metavar="FILE", help="a design-space configuration as a JSON object")

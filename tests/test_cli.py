@@ -100,6 +100,16 @@ def test_run_accepts_a_configuration_file(capsys, tmp_path):
     assert_one_line_error(code, err, "mu")
 
 
+def test_run_without_an_optimizer_runs_metaopt_default(capsys, tmp_path):
+    """`metaopt run` with neither --optimizer nor --config runs the default design: the same trace as naming it."""
+    common = ["--benchmark", "synthetic:mlp", "--instance", "0", "--budget", "3d", "--seed", "2", "--quiet"]
+    code, _, err = run_cli(capsys, "run", *common, "--out", str(tmp_path / "default"))
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "run", "--optimizer", "metaopt_default", *common, "--out", str(tmp_path / "named"))
+    assert code == 0, err
+    assert (tmp_path / "default" / "trace.csv").read_bytes() == (tmp_path / "named" / "trace.csv").read_bytes()
+
+
 def test_schedule_shows_the_hyperband_brackets(capsys, env_data):
     code, out, _ = run_cli(capsys, "schedule", "--optimizer", "hb", "--benchmark", "yahpo:lcbench")
     assert code == 0
