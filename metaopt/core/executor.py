@@ -136,11 +136,15 @@ class DaskExecutor(Executor):
             yield self._ids.pop(future), future.result()
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
-        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt) and self._cluster is not None:
-            # Interrupted (Ctrl-C): the runs in progress are abandoned on purpose; the CLI says so in one
-            # line, so Dask's warnings about cancelled tasks and killed workers are not printed.
+        if self._cluster is not None:
+            # The results are in (or, on Ctrl-C, abandoned on purpose): what the local workers log while
+            # the cluster closes (a heartbeat to a scheduler already gone, a loaded machine's slow
+            # shutdown) is not the user's business, so they log nothing more.
             with contextlib.suppress(Exception):
                 self.dask_client.run(_quiet_dask_logs)
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt) and self._cluster is not None:
+            # Interrupted: the CLI says so in one line, so Dask's warnings about cancelled tasks and
+            # killed workers are not printed by this process either.
             _quiet_dask_logs()
         if self.dask_client is not None:
             self.dask_client.close()
@@ -176,9 +180,10 @@ def check_executor(workers: int, scheduler: str | None, field: str = "--workers"
 
 
 def _quiet_dask_logs() -> None:
-    """Only errors from Dask's loggers from now on (in the process that calls it); called when a run is
-    interrupted, before the cluster is closed."""
-    logging.getLogger("distributed").setLevel(logging.ERROR)
+    """Nothing from Dask's loggers from now on but critical failures (in the process that calls it):
+    called in the local workers before the cluster is closed, and here when a run is interrupted.
+    ERROR was not enough: a worker whose heartbeat finds the scheduler closed logs at ERROR."""
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
 
 
 def make_executor(workers: int = 1, scheduler: str | None = None) -> Executor:
