@@ -248,9 +248,11 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
                          "and failed trials are retried when the optimize stage runs again")
     archive = meta_archive(rows)
     atomic_write_text(store.archive_csv, archive.to_csv(index=False))
-    known_gammas = {name: complete_gamma(setup, dict(configuration)) for name, configuration in (initial or {}).items()}
-    known = {gamma_hash(gamma): name for name, gamma in known_gammas.items()}  # one name per design (known_designs)
-    known_gammas = {gamma_hash(gamma): gamma for gamma in known_gammas.values()}
+    known: dict[str, str] = {}  # γ hash -> name: one name per design (known_designs)
+    known_gammas: dict[str, dict[str, Any]] = {}  # γ hash -> γ
+    for name, configuration in (initial or {}).items():
+        gamma = complete_gamma(setup, dict(configuration))
+        known[gamma_hash(gamma)], known_gammas[gamma_hash(gamma)] = name, gamma
     seeds = {meta_seed: int(finished[meta_seed][0]["seed"]) for meta_seed in meta_seeds if finished[meta_seed]}
     if "seeds" in baselines:  # first: the known designs' full runs make every one a selection candidate
         run_baselines(store, setup, space, instances, trials, seeds, batch_size, executor, quiet, ("seeds",),
@@ -376,10 +378,9 @@ algorithm-configuration trials all use one seed drawn from the meta-seed)."""
 
 def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame, rows: list[dict[str, Any]],
                       instances: list[str], top: int, seeds: int, cache: dict[Key, dict[str, Any]],
-                      executor: Executor, quiet: bool = False,
-                      known: dict[str, str] | None = None, min_instance_fraction: float = 1.0,
-                      known_runs: pd.DataFrame | None = None,
-                      known_gammas: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                      executor: Executor, quiet: bool,
+                      known: dict[str, str], min_instance_fraction: float, known_runs: pd.DataFrame,
+                      known_gammas: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """γ* chosen among the ``top`` best configurations of the archive after re-running each on ``seeds``
     more seeds of every training instance; called once all meta-seeds have finished.
 
@@ -398,10 +399,8 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
     if pool.empty:
         return choose_gamma_star(archive, instances, rows)
     searched = len(pool)
-    if known_runs is None:
-        known_runs = _known_design_runs(archive, {}, known or {}, instances, [])
     pool = _with_best_known_design(pool, known_runs, instances)
-    gammas = {h: _gamma_of(h, rows, known_gammas or {}) for h in pool.index}
+    gammas = {h: _gamma_of(h, rows, known_gammas) for h in pool.index}
     chosen_seeds = _seeds_above_archive(archive, seeds)
     plan = [(h, instance, seed) for h in pool.index for instance in instances for seed in chosen_seeds]
     _run_plan(store, setup, plan, gammas, cache, executor, quiet, "selection: re-runs of the top candidates")
@@ -421,7 +420,7 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
         "difference_to_gamma_star": difference.mean(axis=1).to_numpy(),
         "difference_se": (difference.std(axis=1, ddof=1) / np.sqrt(n)).fillna(0.0).to_numpy() if n > 1 else 0.0,
         "chosen": [h == best for h in pool.index],
-        "known_design": [(known or {}).get(h, "") for h in pool.index],
+        "known_design": [known.get(h, "") for h in pool.index],
     })
     atomic_write_text(store.selection_csv, table.to_csv(index=False))
     found = archive[archive["hash"] == best]  # empty for a known design only the seeds baseline ran in full
