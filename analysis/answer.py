@@ -17,7 +17,7 @@ import pandas as pd
 
 from metaopt.analysis.anytime import mean_se_over_instances
 from metaopt.analysis.held_out_runs import Evaluation
-from metaopt.analysis.stats import rank_test, scores_by_instance
+from metaopt.analysis.stats import rank_test, replicates_phrase, scores_by_instance
 from metaopt.store.store import EvalFiles, StudyStore, read_gamma_star
 from metaopt.core.store_utils import atomic_write_text
 
@@ -25,7 +25,7 @@ from metaopt.core.store_utils import atomic_write_text
 def _ranking(results: pd.DataFrame, column: str, alpha: float) -> list[str]:
     table = mean_se_over_instances(results, ["optimizer"], column).sort_values("mean")
     lines = ["At the full budget, mean normalized regret ± s.e. over "
-             f"{int(table['n_instances'].max())} held-out instances: "
+             f"{replicates_phrase(results, 'held-out ')}: "
              + "; ".join(f"{r.optimizer} {r.mean:.3f} ± {r.se:.3f}" for r in table.itertuples()) + "."]
     scores = scores_by_instance(results, column)
     if scores.shape[1] >= 3 and len(scores) >= 2:

@@ -7,6 +7,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from metaopt.analysis.stats import replicate_columns
+
 
 def regret_at(budget_used: np.ndarray, regret: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """The incumbent's regret after spending each budget in ``grid`` (NaN before the first evaluation)."""
@@ -33,8 +35,10 @@ def anytime_table(runs: Iterable[tuple[dict, pd.DataFrame]], grid: np.ndarray,
 
 
 def mean_se_over_instances(df: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
-    """Mean over seeds per instance first, then mean and standard error over instances."""
-    per_instance = df.groupby(by + ["instance"], as_index=False)[value].mean()
+    """Mean over seeds per instance first, then mean and standard error over instances; when every run is
+    on one instance, mean and standard error over its seeds (``n_instances`` then counts the seeds;
+    :func:`metaopt.analysis.stats.replicate_columns`)."""
+    per_instance = df.groupby(by + replicate_columns(df), as_index=False)[value].mean()
     grouped = per_instance.groupby(by)[value]
     out = grouped.agg(mean="mean", sd="std", n_instances="count").reset_index()
     out["se"] = out["sd"] / np.sqrt(out["n_instances"])

@@ -40,7 +40,8 @@ from metaopt.analysis.clock_curves import clock_figure
 from metaopt.analysis.figures import Figure
 from metaopt.analysis.held_out_runs import Evaluation, read_runs_file, stored_runs
 from metaopt.analysis.meta_model import meta_archive_model
-from metaopt.analysis.stats import average_ranks, empty_runs, paired_differences, rank_test, scores_by_instance
+from metaopt.analysis.stats import (average_ranks, empty_runs, paired_differences, rank_test, replicate_columns,
+                                    scores_by_instance)
 from metaopt.core.budget import Budget, BudgetUnit, split_spec
 from metaopt.core.errors import UsageError
 from metaopt.analysis.aliases import kept, label_containing, names_of, run_identity, same_configuration_labels
@@ -485,8 +486,11 @@ def _search_limits(study: StudySpec, store: StudyStore, bands: pd.DataFrame) -> 
 def _base_caption(study: StudySpec, runs: pd.DataFrame, budget: Budget) -> str:
     shown = (f"{budget.spec} (in typical full-evaluation costs of each instance)" if budget.unit == "typical_cost"
              else str(budget))
+    one_instance = ("; with one instance, every ± s.e., rank and paired test is over its seeds"
+                    if replicate_columns(runs) != ["instance"] else "")
     return (f"{study.benchmark}: {runs['instance'].nunique()} held-out instances × "
-            f"{_count_of(runs['seed'].nunique(), 'seed')}, budget {shown}, {runs['optimizer'].nunique()} optimizers")
+            f"{_count_of(runs['seed'].nunique(), 'seed')}, budget {shown}, {runs['optimizer'].nunique()} optimizers"
+            + one_instance)
 
 
 def anytime_curves(evaluation: Evaluation, scenario: str) -> pd.DataFrame:

@@ -22,10 +22,32 @@ import pandas as pd
 from scipy import stats
 
 
+def replicate_columns(per_run: pd.DataFrame) -> list[str]:
+    """The columns whose values name one replicate of a comparison: ``["instance"]`` (seeds are averaged
+    per instance), or ``["instance", "seed"]`` when every run is on one instance (a scenario with a single
+    instance, such as nb301's CIFAR10): then the seeds are the only repeats, and a spread over one
+    instance would be undefined (NaN). Called by every mean ± s.e., rank and paired test over instances."""
+    return ["instance"] if per_run["instance"].nunique() != 1 else ["instance", "seed"]
+
+
+def replicates_phrase(per_run: pd.DataFrame, kind: str = "") -> str:
+    """How captions name the replicates of :func:`replicate_columns`: "10 instances" or "the 5 seeds of
+    its one instance" (``kind`` goes before "instance", e.g. "held-out ")."""
+    if replicate_columns(per_run) == ["instance"]:
+        return f"{per_run['instance'].nunique()} {kind}instances"
+    return f"the {per_run['seed'].nunique()} seeds of its one {kind}instance"
+
+
 def scores_by_instance(per_run: pd.DataFrame, value: str) -> pd.DataFrame:
-    """Instances × optimizers table of ``value`` averaged over seeds; instances some optimizer lacks are dropped."""
-    per_instance = per_run.groupby(["instance", "optimizer"])[value].mean().unstack("optimizer")
-    return per_instance.dropna(axis=0, how="any")
+    """Replicates × optimizers table of ``value``: instances, averaged over seeds, or, when every run is on
+    one instance, its seeds (rows "<instance> seed <s>", see :func:`replicate_columns`). Replicates some
+    optimizer lacks are dropped."""
+    keys = replicate_columns(per_run)
+    table = per_run.groupby([*keys, "optimizer"])[value].mean().unstack("optimizer")
+    if len(keys) == 2:
+        table.index = [f"{instance} seed {seed}" for instance, seed in table.index]
+        table.index.name = "instance"
+    return table.dropna(axis=0, how="any")
 
 
 def empty_runs(per_run: pd.DataFrame) -> str:

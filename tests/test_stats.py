@@ -74,6 +74,25 @@ def test_scores_average_seeds_and_drop_instances_an_optimizer_lacks():
     assert scores.loc["i"].to_dict() == {"a": pytest.approx(0.2), "b": 0.5}
 
 
+def test_one_instance_makes_its_seeds_the_replicates_of_every_spread_and_test():
+    # nb301 has one instance (CIFAR10): a mean over it has no standard error, so its seeds are the replicates.
+    from metaopt.analysis.anytime import mean_se_over_instances
+    from metaopt.analysis.stats import replicates_phrase
+
+    per_run = pd.DataFrame({"optimizer": ["a", "a", "a", "b", "b", "b"], "instance": ["CIFAR10"] * 6,
+                            "seed": [1, 2, 3, 1, 2, 3], "regret": [0.1, 0.3, 0.2, 0.5, 0.4, 0.9]})
+    scores = scores_by_instance(per_run, "regret")
+    assert list(scores.index) == ["CIFAR10 seed 1", "CIFAR10 seed 2", "CIFAR10 seed 3"]
+    assert scores["b"].tolist() == [0.5, 0.4, 0.9]
+    agg = mean_se_over_instances(per_run, ["optimizer"], "regret").set_index("optimizer")
+    assert agg.loc["a", "mean"] == pytest.approx(0.2) and agg.loc["a", "n_instances"] == 3
+    assert agg.loc["a", "se"] == pytest.approx(np.std([0.1, 0.3, 0.2], ddof=1) / math.sqrt(3))
+    assert replicates_phrase(per_run, "held-out ") == "the 3 seeds of its one held-out instance"
+    two = pd.concat([per_run, per_run.assign(instance="other")])  # two instances: seeds are averaged again
+    assert list(scores_by_instance(two, "regret").index) == ["CIFAR10", "other"]
+    assert replicates_phrase(two) == "2 instances"
+
+
 def test_paired_differences_are_per_instance_differences_with_their_standard_error():
     from metaopt.analysis.stats import paired_differences
 

@@ -214,8 +214,7 @@ def evaluate(output: Path | StudyStore, bench: Benchmark, entries: list[Optimize
         write_cost_table(store.eval_files, results, labels.get(cost_reference, cost_reference), caption)
     if any(e.workers is not None for e in entries):
         write_clock_curves(store.eval_files, results, caption)
-    return write_tables(store, results, budget, report_budgets, caption, n_instances=len(instances),
-                        failed=failed)
+    return write_tables(store, results, budget, report_budgets, caption, failed=failed)
 
 
 def _merge_same(results: list[tuple[dict, RunResult]], labels: Mapping[str, str]) -> list[tuple[dict, RunResult]]:
@@ -369,7 +368,7 @@ def write_termination_table(files: EvalFiles, results: list[tuple[dict, Any]], t
 
 
 def write_tables(store: StudyStore, results: list[tuple[dict, Any]], budget: Budget, report_budgets: list[Budget],
-                 caption: str, n_instances: int, failed: Collection[str] = ()) -> pd.DataFrame:
+                 caption: str, failed: Collection[str] = ()) -> pd.DataFrame:
     """Called once the runs are done: ``eval/`` results.csv, table.csv/.md and the anytime curves of finished runs.
 
     ``results`` come in a fixed order (the runs' specifications), so the files do not depend on
@@ -378,7 +377,7 @@ def write_tables(store: StudyStore, results: list[tuple[dict, Any]], budget: Bud
     are missing, and its ``runs`` column counts only the finished ones.
     """
     from metaopt.analysis.anytime import anytime_table, budget_grid, mean_se_over_instances, regret_at
-    from metaopt.analysis.stats import empty_runs
+    from metaopt.analysis.stats import empty_runs, replicates_phrase
     from metaopt.analysis.plots import plot_anytime
 
     files = store.eval_files
@@ -413,7 +412,7 @@ def write_tables(store: StudyStore, results: list[tuple[dict, Any]], budget: Bud
     shown = ["optimizer"] + [f"regret@{rb.spec}" for rb in report_budgets] + ["n_instances", "runs"]
     md = ["# Held-out evaluation", "",
           f"Mean normalized regret (mean over seeds per instance, then mean ± standard error over "
-          f"{n_instances} instances) at budgets {', '.join(rb.spec for rb in report_budgets)}.", "",
+          f"{replicates_phrase(per_run)}) at budgets {', '.join(rb.spec for rb in report_budgets)}.", "",
           markdown_table(table[shown])]
     empty = empty_runs(per_run)
     if empty:
