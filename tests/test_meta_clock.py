@@ -225,3 +225,22 @@ def test_an_asynchronous_run_stopped_at_a_shorter_simulated_time_is_a_prefix_of_
             for kind in ("regret", "regret_at", "auc"):
                 assert clock_objective(kind, shorter.trace, reference, fraction * limit, [0.5, 1.0]) == \
                     clock_objective(kind, prefix, reference, fraction * limit, [0.5, 1.0])
+
+
+def test_a_clock_study_evaluates_its_gamma_star_on_the_clock_beside_the_asynchronous_presets(tmp_path):
+    """`study run` of a study with meta.clock and evaluation.clock: gamma* is evaluated with the search's
+    workers and time limit, stored as gamma_star@w4 beside asha@w4, and drawn on the clock's curves."""
+    path = write(tmp_path, "study", extra="evaluation:\n  instances: {split: test, limit: 2}\n  seeds: 1\n"
+                                         "  clock: {workers: [4], time_limit: 3dc}\n  optimizers: [gamma_star, asha]\n")
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    runs = tmp_path / "study" / "eval" / "runs"
+    star = json.loads((tmp_path / "study" / "meta" / "gamma_star.json").read_text())
+    for name in ("gamma_star@w4", "asha@w4"):
+        for summary_file in (runs / name).glob("*/seed-1/summary.json"):
+            summary = json.loads(summary_file.read_text())
+            assert summary["workers"] == 4 and summary["sim_time"] <= time_limit_of(summary_file.parts[-3])
+            if name.startswith("gamma_star"):
+                assert summary["config"] == star["config"]
+    assert len(list(runs.glob("*/*/seed-1/summary.json"))) == 4
+    curves = pd.read_csv(tmp_path / "study" / "eval" / "anytime_clock.csv")
+    assert set(curves["optimizer"]) == {"gamma_star", "asha"} and set(curves["workers"]) == {4}
