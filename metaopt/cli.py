@@ -409,6 +409,7 @@ def _add_stop_after(p: argparse.ArgumentParser) -> None:
 
 def cmd_export_meta(args: argparse.Namespace) -> None:
     from metaopt.stages.meta import export_meta_runs
+    from metaopt.store.meta_archive import check_archived_clock
     from metaopt.store.store import StudyStore
 
     store = StudyStore(Path(args.output_dir))
@@ -417,7 +418,10 @@ def cmd_export_meta(args: argparse.Namespace) -> None:
     if target is None:
         raise UsageError(f"{store.root}: the study names no meta.archive; give --out FILE")
     previous = spec.meta.archive if spec.meta is not None else None
-    count = export_meta_runs(store, Path(target), Path(previous) if previous else None)
+    clock = spec.meta.clock.settings() if spec.meta is not None and spec.meta.clock is not None else None
+    if previous:
+        check_archived_clock(Path(previous), clock)
+    count = export_meta_runs(store, Path(target), Path(previous) if previous else None, clock)
     print(f"wrote {count} meta-optimization runs to {target} ({Path(target).stat().st_size / 1024:.0f} KiB)")
 
 

@@ -73,7 +73,7 @@ from tqdm import tqdm
 
 from metaopt.core.errors import UsageError
 from metaopt.core.executor import Executor
-from metaopt.store.meta_archive import (CRASH_OBJECTIVE, TRIALS_LOG, LogId, choose_gamma_star, gamma_hash,
+from metaopt.store.meta_archive import (CRASH_OBJECTIVE, INNER_SUMMARY_FIELDS, META_CLOCK, TRIALS_LOG, LogId, choose_gamma_star, gamma_hash,
                                         load_cache, meta_archive, read_archived_trials, read_trials_log, search_means,
                                         selection_pool, trials_log_line)
 from metaopt.stages.meta_search import (Batch, Key, ListSearch, MetaSetup, MultiFidelitySmacSearch, RandomSearch, Search,
@@ -133,31 +133,34 @@ def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | No
     return found
 
 
-ARCHIVE_SUMMARY_FIELDS = ("final_loss", "normalized_regret", "budget_used", "cost_used", "n_evals", "stop_reason",
-                          "wall_time_s", "cpu_time_s")
+ARCHIVE_SUMMARY_FIELDS = (*INNER_SUMMARY_FIELDS, "wall_time_s", "cpu_time_s")
 """The inner summary's fields a compact meta-archive keeps: those of ``archive.csv``
-(:func:`metaopt.store.meta_archive.meta_archive`) and the run's wall and CPU times (the report's CPU-hours axis)."""
+(:data:`metaopt.store.meta_archive.INNER_SUMMARY_FIELDS`) and the run's wall and CPU times (the report's CPU-hours axis)."""
 
 
-def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = None) -> int:
+def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = None,
+                     clock: dict[str, Any] | None = None) -> int:
     """Write every finished inner run of ``store``'s meta-optimization to ``out`` (gzipped JSON lines,
     one record each, in key order: γ, instance, seed, objective and the summary fields of
     :data:`ARCHIVE_SUMMARY_FIELDS`), with those of the meta-archive the search continued from
     (``archive_file``), then one line per trials log of the search (its trials' keys in order, read
     back by :func:`~metaopt.store.meta_archive.read_archived_trials`); returns the number of runs. Called by ``metaopt study
     export-meta``. The file is what ``meta.archive`` reads: committed, it carries a search across
-    sessions and machines."""
+    sessions and machines. ``clock``: the study's ``meta.clock`` settings (workers, time limit), written
+    as the first line (:data:`~metaopt.store.meta_archive.META_CLOCK`) so that a study with other
+    settings refuses the archive (:func:`~metaopt.store.meta_archive.check_archived_clock`); none for
+    a search off the clock."""
     cache = load_cache(store, archive_file)
     if not cache:
         raise UsageError(f"{store.meta_runs_dir} holds no finished inner runs to export")
-    lines = []
+    lines = [] if clock is None else [json.dumps({META_CLOCK: clock})]
     for key in sorted(cache):
         record = cache[key]
         compact: dict[str, Any] = {k: record[k] for k in ("hash", "gamma", "instance", "seed", "status", "objective", "inner_budget")
                    if k in record}
         compact["summary"] = {k: v for k, v in record.get("summary", {}).items() if k in ARCHIVE_SUMMARY_FIELDS}
         lines.append(json.dumps(jsonable(compact)))  # γ's key order as stored: it is the archive's column order
-    runs = len(lines)
+    runs = len(lines) - (clock is not None)
     # the trials of the search and of its baselines in order: a finished search is restored, not replayed
     logs: list[tuple[str | None, Path]] = [(None, log) for log in store.trials_logs()]
     logs += [(name, log) for name, paths in sorted(store.baseline_trials_logs().items()) for log in paths]
@@ -182,7 +185,7 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
              select_seeds: int = 0, select_min_instance_fraction: float = 1.0, optimizer: str = "smac",
              baselines: tuple[str, ...] = (), noise_seeds: int = 0, archive_file: Path | None = None,
              deadline: float | None = None, fidelity: MetaFidelity | None = None,
-             inner_seeds: int = 1) -> dict[str, Any]:
+             inner_seeds: int = 1, clock: dict[str, Any] | None = None) -> dict[str, Any]:
     """The optimize stage of one design space: the search (``optimizer``: ``smac`` or ``random``) once
     per meta-seed in batches of ``batch_size`` trials; stores every trial, writes the archive and γ*
     and returns γ*; then the meta-level baselines and noise re-runs (module docstring).
@@ -198,7 +201,9 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     below the full budget go to ``meta/archive_lower_budgets.csv``, and γ* is chosen among those at
     the full budget. ``archive_file``: a compact meta-archive whose runs count as stored. ``deadline`` (a
     ``time.monotonic()`` value): past it no new batch starts, and :class:`SliceEnded` is raised once
-    the runs under way are stored (nothing else is written; the next call continues).
+    the runs under way are stored (nothing else is written; the next call continues). ``clock``:
+    ``meta.clock``'s settings (the inner runs are on the clock through ``setup``), recorded in
+    ``gamma_star.json`` as the settings γ* was searched for.
     Raises UsageError (and writes neither archive nor γ*) if every trial failed.
     """
     store = output if isinstance(output, StudyStore) else StudyStore(output)
@@ -263,6 +268,8 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
         star = select_gamma_star(store, setup, archive, rows, instances, select_top, select_seeds, cache, executor,
                                  quiet, known, select_min_instance_fraction, known_runs, known_gammas)
     star["known_design"] = known.get(star["hash"])
+    if clock is not None:
+        star["clock"] = clock
     atomic_write_text(store.gamma_star_json, json.dumps(jsonable(star), indent=1) + "\n")
     if "random" in baselines:
         run_baselines(store, setup, space, instances, trials, seeds, batch_size, executor, quiet, ("random",),

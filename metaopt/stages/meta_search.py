@@ -70,6 +70,31 @@ def meta_objective(kind: str, trace: pd.DataFrame, budget: Budget, fractions: li
     return float(np.mean(np.where(np.isnan(values), 1.0, values)))  # before the first evaluation: regret 1
 
 
+def clock_objective(kind: str, trace: pd.DataFrame, reference: Reference, time_limit: float,
+                    fractions: list[float]) -> float:
+    """The meta-objective of one inner run on the simulated clock (``meta.clock``): :func:`meta_objective`
+    with simulated time in place of the budget, read as the evaluation's clock curves read a run
+    (:func:`metaopt.analysis.clock_curves.regret_by_time`: the regret of the best result in by each time).
+
+    - ``regret``: at the time limit ``time_limit`` (simulated seconds);
+    - ``regret_at``: mean at the given fractions of it;
+    - ``auc``: mean over 50 log-spaced times from the first result to the time limit.
+    """
+    from metaopt.analysis.anytime import budget_grid
+    from metaopt.analysis.clock_curves import regret_by_time
+
+    if len(trace) == 0:
+        return CRASH_OBJECTIVE
+    if kind == "regret":
+        times = np.array([time_limit])
+    elif kind == "regret_at":
+        times = np.asarray(fractions) * time_limit
+    else:
+        times = budget_grid(float(trace["sim_time"].min()), time_limit, 50)
+    values = regret_by_time(trace, reference, times)
+    return float(np.mean(np.where(np.isnan(values), 1.0, values)))  # before the first result: regret 1
+
+
 @dataclass(frozen=True)
 class MetaSetup:
     """Everything an inner trial needs, shipped to the executor's workers."""
@@ -81,6 +106,11 @@ class MetaSetup:
     restriction: str | None
     objective: str
     objective_fractions: tuple[float, ...]
+    workers: int | None = None
+    """``meta.clock``: the simulated workers every inner run has (None: runs off the clock)."""
+    time_limits: dict[str, float] | None = None
+    """``meta.clock``: the simulated time limit of each training instance's runs, in seconds (its
+    ``time_limit`` resolved per instance), at which the meta-objective reads the regret."""
 
 
 def complete_gamma(setup: MetaSetup, config: dict[str, Any]) -> dict[str, Any]:
@@ -98,10 +128,18 @@ def run_trial(setup: MetaSetup, gamma: dict[str, Any], instance: str, seed: int,
     record, status ``ok`` with objective and summary, or ``failed`` with ``CRASH_OBJECTIVE`` and the
     traceback. A run below the full budget (a multi-fidelity search's cheap trial) is stored under
     :func:`run_name` and records its ``inner_budget``; its objective is the meta-objective of that
-    shorter run (the same fractions of its own budget)."""
-    budget = setup.budget if fraction == 1.0 else setup.budget.scaled(fraction)
+    shorter run (the same fractions of its own budget).
+
+    On the clock (``setup.workers``) the inner budget is the simulated time limit: a run at
+    ``fraction`` stops at that fraction of the instance's time limit, with the study's budget (a
+    run stopped at a shorter simulated time is a prefix of the longer run), and its objective is
+    :func:`clock_objective` at the fractions of that shorter time."""
+    on_clock = setup.workers is not None
+    budget = setup.budget if fraction == 1.0 or on_clock else setup.budget.scaled(fraction)
+    time_limit = setup.time_limits[instance] * fraction if setup.time_limits is not None else None
     outcome = execute(RunSpec("gamma", setup.benchmark, instance, seed, budget, setup.references[instance],
-                              config=gamma, yahpo_data=setup.yahpo_data))
+                              config=gamma, yahpo_data=setup.yahpo_data, workers=setup.workers,
+                              time_limit=time_limit))
     record: dict[str, Any] = {"gamma": gamma, "hash": run_name(gamma, fraction), "instance": instance, "seed": seed}
     if fraction != 1.0:
         record["inner_budget"] = fraction
@@ -110,9 +148,11 @@ def run_trial(setup: MetaSetup, gamma: dict[str, Any], instance: str, seed: int,
         summary = {k: v for k, v in outcome.result.summary.items() if k not in ("config", "reference")}
         # the budget the run had (setup.budget resolved for its instance: per hyperparameter on a pooled benchmark)
         budget = Budget(summary["budget"], summary["budget_unit"], summary["budget_spec"])
-        record.update(status="ok", summary=summary,
-                      objective=meta_objective(setup.objective, outcome.result.trace, budget,
-                                               list(setup.objective_fractions)))
+        fractions = list(setup.objective_fractions)
+        objective = (clock_objective(setup.objective, outcome.result.trace, setup.references[instance], time_limit,
+                                     fractions) if time_limit is not None
+                     else meta_objective(setup.objective, outcome.result.trace, budget, fractions))
+        record.update(status="ok", summary=summary, objective=objective)
     else:
         record.update(status="failed", objective=CRASH_OBJECTIVE, traceback=outcome.error)
     return record

@@ -87,6 +87,7 @@ class StudyContext:
                 config = read_config_file(path, f"{study.path}: field 'meta.initial_configs[{k}]'")
                 self.initial_configs[str(path)] = config
             self.initial_configs.update(self._warm_start_designs())
+            self._check_meta_clock()
         self._check_evaluation()
         companion_studies(spec, study.path, study.output)  # refuses a bad report_with list before any work
         self._check_ablations()
@@ -113,6 +114,48 @@ class StudyContext:
             if not best:
                 raise self._error(field, f"{entry.archive} holds no run at the full inner budget")
         return designs
+
+    def _check_meta_clock(self) -> None:
+        """Called by ``__init__`` for a study with a ``meta`` section: ``meta.clock``'s time limit can be
+        resolved on the benchmark, the compact meta-archive (``meta.archive``) holds runs made with the
+        same clock settings (or off the clock, as the study), and the held-out evaluation of a γ*
+        searched on the clock runs on the clock with the same number of workers."""
+        from metaopt.store.meta_archive import check_archived_clock
+
+        meta = self.study.spec.meta
+        assert meta is not None  # called only for a study with a meta section
+        clock = meta.clock
+        if clock is not None:
+            try:
+                clock.limit(self.bench.d)
+            except UsageError as err:
+                raise self._error("meta.clock.time_limit", f"{err} (give it in simulated seconds or 'Nc')") from None
+            ev = self.study.spec.evaluation
+            if ev is not None and (ev.clock is None or clock.workers not in ev.clock.workers):
+                raise self._error("evaluation.clock", f"gamma* is searched for {clock.workers} simulated workers "
+                                                      f"(meta.clock): evaluate on the clock with them too, e.g. "
+                                                      f"clock: {{workers: [{clock.workers}], time_limit: "
+                                                      f"{clock.time_limit}}}")
+        if meta.archive is not None:
+            try:
+                check_archived_clock(Path(meta.archive), clock.settings() if clock is not None else None)
+            except UsageError as err:
+                raise self._error("meta.clock", str(err)) from None
+
+    def meta_time_limits(self) -> dict[str, float] | None:
+        """``meta.clock``'s time limit in simulated seconds per training instance (a typical-cost limit
+        such as ``10dc`` resolved on each, :func:`metaopt.core.references.resolve_budget`); None off
+        the clock. Called by the optimize stage."""
+        from metaopt.core.budget import Budget
+        from metaopt.core.references import resolve_budget
+
+        meta = self.study.spec.meta
+        if meta is None or meta.clock is None:
+            return None
+        limit = meta.clock.limit(self.bench.d)
+        assert limit is not None  # meta.clock's time limit is required
+        return {i: resolve_budget(limit, self.bench.problem(i)).amount if isinstance(limit, Budget) else float(limit)
+                for i in self.meta_instances}
 
     def _error(self, field: str, message: str) -> UsageError:
         """A UsageError naming the study file and ``field``."""
@@ -288,10 +331,15 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
     references = ctx.references(ctx.meta_instances, quiet)
     features = {i: [references[i].y_min, references[i].y_max] + ctx.bench.instance_features(i)
                 for i in ctx.meta_instances}
+    time_limits = ctx.meta_time_limits()
+    if meta.clock is not None and time_limits:
+        print(f"optimize: every inner run on the simulated clock with {meta.clock.workers} workers, the objective "
+              f"read at the time limit {meta.clock.time_limit} ({min(time_limits.values()):.6g} to "
+              f"{max(time_limits.values()):.6g} simulated seconds per instance)")
     stars = {}
     for restriction, arm in ctx.arms.items():
         setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, ctx.budget, references, restriction, meta.objective,
-                          tuple(meta.objective_budgets))
+                          tuple(meta.objective_budgets), meta.clock.workers if meta.clock else None, time_limits)
         space = get_restriction(restriction).space() if restriction else design_space()
         search = ("random search" if meta.optimizer == "random" else "SMAC (algorithm configuration)"
                   if meta.fidelity is None else f"SMAC (Hyperband over the inner budget, from "
@@ -314,7 +362,8 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
                         select_seeds=meta.select_seeds, select_min_instance_fraction=meta.select_min_instance_fraction,
                         optimizer=meta.optimizer, baselines=tuple(meta.baselines), noise_seeds=meta.noise_seeds,
                         archive_file=Path(meta.archive) if meta.archive else None, deadline=deadline,
-                        fidelity=meta.fidelity, inner_seeds=meta.inner_seeds)
+                        fidelity=meta.fidelity, inner_seeds=meta.inner_seeds,
+                        clock=meta.clock.settings() if meta.clock else None)
         print(f"gamma* ({restriction or 'full space'}): mean objective {star['mean_objective']:.4f} on "
               f"{star['n_instances']} training instances ({star['n_configurations']} configurations, "
               f"{star['n_trials']} trials)")

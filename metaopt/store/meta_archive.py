@@ -56,6 +56,12 @@ def gamma_hash(gamma: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(gamma, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+INNER_SUMMARY_FIELDS = ("final_loss", "normalized_regret", "budget_used", "cost_used", "n_evals", "stop_reason",
+                        "sim_time", "utilization")
+"""The inner run's summary fields the archive keeps as ``inner.<field>`` columns (``sim_time`` and
+``utilization`` only runs on the simulated clock have: ``meta.clock``)."""
+
+
 def meta_archive(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per trial: meta-seed, trial, γ (one column per parameter), instance, seed, objective, summary.
 
@@ -66,9 +72,7 @@ def meta_archive(rows: list[dict[str, Any]]) -> pd.DataFrame:
     for r in rows:
         row = {k: r[k] for k in ("meta_seed", "trial", "hash", "instance", "seed", "objective", "status")}
         row.update({f"gamma.{k}": v for k, v in r["gamma"].items()})
-        row.update({f"inner.{k}": v for k, v in r.get("summary", {}).items()
-                    if k in ("final_loss", "normalized_regret", "budget_used", "cost_used", "n_evals",
-                             "stop_reason")})
+        row.update({f"inner.{k}": v for k, v in r.get("summary", {}).items() if k in INNER_SUMMARY_FIELDS})
         row["error"] = (r.get("traceback") or "").strip().splitlines()[-1] if r.get("traceback") else ""
         table.append(row)
     return pd.DataFrame(table)
@@ -193,6 +197,10 @@ def load_cache(store: StudyStore, archive_file: Path | None = None) -> dict[Key,
 
 TRIALS_LOG = "trials_log"
 """The key of a compact meta-archive's line that holds one meta-seed's trials in order (not a run)."""
+META_CLOCK = "meta_clock"
+"""The key of a compact meta-archive's first line when its runs were made on the simulated clock
+(``meta.clock``): ``{"meta_clock": {"workers": 8, "time_limit": "10dc"}}``; an archive without it
+holds runs off the clock."""
 
 
 def _archive_lines(path: Path) -> list[tuple[int, str]]:
@@ -240,7 +248,7 @@ def read_meta_runs(path: Path) -> list[dict[str, Any]]:
             record = json.loads(line)
         except ValueError:
             record = None
-        if isinstance(record, dict) and TRIALS_LOG in record:
+        if isinstance(record, dict) and (TRIALS_LOG in record or META_CLOCK in record):
             continue
         if not _valid_record(record):
             raise UsageError(f"{path}: line {number} is not a finished run record (hash, gamma, instance, seed, "
@@ -249,3 +257,35 @@ def read_meta_runs(path: Path) -> list[dict[str, Any]]:
             raise UsageError(f"{path}: line {number}: the record's hash is not its gamma's")
         records.append(record)
     return records
+
+
+def read_archived_clock(path: Path) -> dict[str, Any] | None:
+    """The simulated-clock settings (``meta.clock``: workers, time limit) a compact meta-archive's runs
+    were made with, None for runs off the clock; UsageError if the file is not a meta-archive."""
+    for _, line in _archive_lines(path)[:1]:
+        if f'"{META_CLOCK}"' in line:
+            try:
+                return dict(json.loads(line)[META_CLOCK])
+            except (ValueError, KeyError, TypeError):
+                raise UsageError(f"{path}: line 1 is not the archive's clock settings (workers, time_limit)") from None
+    return None
+
+
+def check_archived_clock(path: Path, clock: dict[str, Any] | None) -> None:
+    """Called when a study with ``meta.archive`` is loaded, before any work: UsageError unless the
+    archive's runs were made with the study's simulated-clock settings ``clock`` (``meta.clock``'s
+    workers and time limit as written; None: off the clock). A missing archive passes (nothing to
+    continue from yet). Runs made with other settings have the same keys (γ, instance, seed) but
+    other objectives, so taking them as stored would mix two searches."""
+    if not Path(path).exists():
+        return
+    archived = read_archived_clock(path)
+    if archived != clock:
+        def describe(settings: dict[str, Any] | None) -> str:
+            return ("off the simulated clock" if settings is None else
+                    f"on the simulated clock with {settings.get('workers')} workers and time limit "
+                    f"{settings.get('time_limit')}")
+
+        raise UsageError(f"the meta-archive {path} holds runs made {describe(archived)}, this study's runs are "
+                         f"made {describe(clock)}: its runs are not this search's (give meta.clock the archive's "
+                         "settings, or name another meta.archive)")

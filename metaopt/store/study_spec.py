@@ -76,6 +76,83 @@ class _InstancesAndSeeds(BaseModel):
         return _ids(value)
 
 
+def clock_run_name(optimizer: str, workers: int) -> str:
+    """The stored name of ``optimizer``'s held-out runs with ``workers`` simulated workers (``evaluation.clock``)."""
+    return f"{optimizer}@w{workers}"
+
+
+class _TimeLimit(BaseModel):
+    """A simulated time limit (``time_limit``) of runs on the simulated clock: the field and its reading,
+    shared by ``evaluation.clock`` and ``meta.clock``."""
+
+    model_config = ConfigDict(extra="forbid")
+    time_limit: str | None = None
+
+    @field_validator("time_limit", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        text = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        if not isinstance(text, str) or not (parse_duration(text) > 0 or _typical_cost_amount(text) > 0):
+            raise ValueError("must be a simulated duration > 0 such as 90m, 2.5h or 600s (a bare number: seconds), "
+                             "or the time of typical full evaluations of each instance: 30dc (30 x d) or 100c")
+        return text
+
+    def limit(self, d: int | None) -> float | Budget | None:
+        """The time limit: simulated seconds, or a typical-cost budget (``30dc``, ``100c``) that each run
+        resolves to seconds on its instance (:func:`metaopt.core.references.resolve_budget`); None: none.
+        UsageError for ``30dc`` when ``d`` is None (a pooled benchmark)."""
+        if self.time_limit is None:
+            return None
+        seconds = parse_duration(self.time_limit)
+        return seconds if seconds > 0 else Budget.parse(self.time_limit, d)
+
+
+class ClockSpec(_TimeLimit):
+    """``evaluation.clock``: every optimizer runs on the simulated clock (:mod:`metaopt.engine.simclock`)
+    once per worker count, within the study's budget and, if given, the simulated time limit."""
+
+    workers: list[int] = Field(min_length=1)
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _worker_counts(cls, value: object) -> object:
+        if not isinstance(value, list) or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in value) \
+                or len(set(value)) != len(value):
+            raise ValueError("must be a list of distinct integers >= 1 (simulated workers), e.g. [1, 8, 32]")
+        return value
+
+
+class MetaClock(_TimeLimit):
+    """``meta.clock``: every inner run of the meta-search runs on the simulated clock with ``workers``
+    simulated workers, within the study's budget and the simulated ``time_limit``; the meta-objective
+    is read against simulated time (the regret of the best result in by the time limit, or by the
+    ``objective_budgets`` fractions of it: :func:`metaopt.stages.meta_search.clock_objective`)."""
+
+    workers: int
+    time_limit: str  # required: the simulated time at which the meta-objective reads a run's regret
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _worker_count(cls, value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError("must be one integer >= 1 (the simulated workers the design is searched for), e.g. 8")
+        return value
+
+    def settings(self) -> dict[str, Any]:
+        """What a compact meta-archive records of it (``{"workers": 8, "time_limit": "10dc"}``), so that
+        runs made with other settings are not taken as this study's (:func:`metaopt.stages.meta.export_meta_runs`)."""
+        return {"workers": self.workers, "time_limit": self.time_limit}
+
+
+def _typical_cost_amount(text: str) -> float:
+    """The number of a typical-cost spec (``30dc``, ``100c``); NaN for anything else."""
+    try:
+        amount, unit = split_spec(text)
+    except UsageError:
+        return math.nan
+    return amount if unit in ("c", "dc") else math.nan
+
+
 class MetaFidelity(BaseModel):
     """Multi-fidelity meta-optimization over the inner budget (``meta.fidelity``)."""
 
@@ -140,6 +217,9 @@ class MetaSpec(_InstancesAndSeeds):
     archive: str | None = None
     """A compact meta-archive (``metaopt study export-meta``): its runs count as stored, so that a
     search continues from a committed archive on another machine."""
+    clock: MetaClock | None = None
+    """Every inner run on the simulated clock with N workers; the meta-objective against simulated time
+    (a γ* for parallel use)."""
 
     @model_validator(mode="after")
     def _fidelity_needs_smac(self) -> "MetaSpec":
@@ -186,54 +266,6 @@ class OptimizerVariant(BaseModel):
         if (self.preset is None) == (self.config is None):
             raise ValueError("give exactly one of 'preset' (a preset name) or 'config' (a configuration)")
         return self
-
-
-def clock_run_name(optimizer: str, workers: int) -> str:
-    """The stored name of ``optimizer``'s held-out runs with ``workers`` simulated workers (``evaluation.clock``)."""
-    return f"{optimizer}@w{workers}"
-
-
-class ClockSpec(BaseModel):
-    """``evaluation.clock``: every optimizer runs on the simulated clock (:mod:`metaopt.engine.simclock`)
-    once per worker count, within the study's budget and, if given, the simulated time limit."""
-
-    model_config = ConfigDict(extra="forbid")
-    workers: list[int] = Field(min_length=1)
-    time_limit: str | None = None
-
-    @field_validator("workers", mode="before")
-    @classmethod
-    def _worker_counts(cls, value: object) -> object:
-        if not isinstance(value, list) or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in value) \
-                or len(set(value)) != len(value):
-            raise ValueError("must be a list of distinct integers >= 1 (simulated workers), e.g. [1, 8, 32]")
-        return value
-
-    @field_validator("time_limit", mode="before")
-    @classmethod
-    def _duration(cls, value: object) -> object:
-        text = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-        if not isinstance(text, str) or not (parse_duration(text) > 0 or _typical_cost_amount(text) > 0):
-            raise ValueError("must be a simulated duration > 0 such as 90m, 2.5h or 600s (a bare number: seconds), "
-                             "or the time of typical full evaluations of each instance: 30dc (30 x d) or 100c")
-        return text
-
-    def limit(self, d: int | None) -> float | Budget | None:
-        """The time limit: simulated seconds, or a typical-cost budget (``30dc``, ``100c``) that each run
-        resolves to seconds on its instance (:func:`metaopt.core.references.resolve_budget`); None: none."""
-        if self.time_limit is None:
-            return None
-        seconds = parse_duration(self.time_limit)
-        return seconds if seconds > 0 else Budget.parse(self.time_limit, d)
-
-
-def _typical_cost_amount(text: str) -> float:
-    """The number of a typical-cost spec (``30dc``, ``100c``); NaN for anything else."""
-    try:
-        amount, unit = split_spec(text)
-    except UsageError:
-        return math.nan
-    return amount if unit in ("c", "dc") else math.nan
 
 
 class EvaluationSpec(_InstancesAndSeeds):
