@@ -136,9 +136,8 @@ class CellsModel:
     def __init__(self) -> None:
         self.params = _params()
         self.names = tuple(p.name for p in self.params)
-        self._lookup = {p.name: {c: i for i, c in enumerate(p.choices)} for p in self.params}
-        self._decoding = {name: {None: -1, **lookup} for name, lookup in self._lookup.items()}
-        """Per hyperparameter, value -> choice index, with -1 for an absent value (``cfg.get`` gives None)."""
+        self._lookup = {p.name: {None: -1, **{c: i for i, c in enumerate(p.choices)}} for p in self.params}
+        """Per hyperparameter, value -> choice index, and -1 for an absent value (``cfg.get`` gives None)."""
         self._ops = [p for p in self.params if p.is_op]
 
     def space(self, name: str) -> ConfigurationSpace:
@@ -160,7 +159,7 @@ class CellsModel:
         ``name`` (the benchmark's) starts the error messages."""
         choice: dict[str, np.ndarray] = {}
         for p in self.params:
-            lookup = self._decoding[p.name]
+            lookup = self._lookup[p.name]
             try:
                 idx = np.array([lookup.get(cfg.get(p.name), -2) for cfg in configs], dtype=int)
             except TypeError:  # an unhashable value: find it
