@@ -103,22 +103,32 @@ def test_low_fidelity_bias_shrinks_to_zero_at_full_fidelity(family):
         assert gaps[-1] == 0.0
 
 
+_RHO_R_MIN = {"cells": ((0.15, 0.55), (0.25, 0.45))}
+"""Per family: the range of each instance's Spearman correlation between r_min and r_max losses (on
+2000 random configurations; the calibration targets [0.25, 0.45] for cells, [0.55, 0.75] for the
+others, on its own sample), and the range of its mean over the instances."""
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_low_fidelity_ranking_is_correlated_but_not_identical(family):
     bench = SyntheticBenchmark(family)
+    each, mean = _RHO_R_MIN.get(family, ((0.45, 0.9), (0.55, 0.8)))
     configs = _sample(bench, 2000)
     at_r_min = []
     for instance in bench.instances:
         full = _at(bench, instance, configs, bench.fidelity.r_max).loss
         rho = [spearmanr(_at(bench, instance, configs, r).loss, full).statistic for r in _stages(bench)]
-        assert 0.45 <= rho[0] <= 0.9, (instance, rho)
+        assert each[0] <= rho[0] <= each[1], (instance, rho)
         assert all(a < b for a, b in zip(rho, rho[1:])), (instance, rho)
         at_r_min.append(rho[0])
-    assert 0.55 <= np.mean(at_r_min) <= 0.8
+    assert mean[0] <= np.mean(at_r_min) <= mean[1]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_cost_varies_over_100x_and_is_affine_in_fidelity(family):
+    """Over 100x across configurations and fidelities; at full fidelity alone over 100x too, except
+    for cells, whose operations change an epoch's runtime about 3x among random configurations (as
+    NAS-Bench-301's do about 1.5x)."""
     bench = SyntheticBenchmark(family)
     fid = bench.fidelity
     configs = _sample(bench, 2000)
@@ -126,13 +136,13 @@ def test_cost_varies_over_100x_and_is_affine_in_fidelity(family):
     costs = np.stack([_at(bench, "0", configs, r).cost for r in rs])
     assert (costs > 0).all()
     assert costs.max() / costs.min() >= 100
-    assert costs[-1].max() / costs[-1].min() >= 100  # at full fidelity alone
+    assert costs[-1].max() / costs[-1].min() >= (3 if family == "cells" else 100)  # at full fidelity alone
     assert (np.diff(costs, axis=0) > 0).all()
     slope = (costs[-1] - costs[0]) / (rs[-1] - rs[0])
     np.testing.assert_allclose(costs, costs[0] + slope * (rs - rs[0])[:, None], rtol=1e-9)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "cells"])  # cells: no numeric hyperparameter
 def test_cheap_end_is_cheaper(family):
     bench = SyntheticBenchmark(family)
     assert bench.cheap_end
@@ -182,11 +192,21 @@ _GOLDEN_CONFIGS = {
     "boosting": {
         "booster": "gbtree", "eta": 0.0316227766017, "nrounds": 141, "lambda": 1.0, "subsample": 0.55, "max_depth": 8
     },
+    "cells": {
+        **{f"{cell}_op_{i}_2": op for cell in ("normal", "reduce") for i, op in enumerate(("sep_conv_3x3", "skip_connect"))},
+        **{f"{cell}_inputs_3": "0_2" for cell in ("normal", "reduce")},
+        **{f"{cell}_op_0_3": "max_pool_3x3" for cell in ("normal", "reduce")},
+        **{f"{cell}_op_2_3": "dil_conv_5x5" for cell in ("normal", "reduce")},
+        **{f"{cell}_inputs_4": "1_3" for cell in ("normal", "reduce")},
+        **{f"{cell}_op_1_4": "avg_pool_3x3" for cell in ("normal", "reduce")},
+        **{f"{cell}_op_3_4": "sep_conv_5x5" for cell in ("normal", "reduce")},
+    },
 }
 _GOLDEN = [  # pinned values: a change means studies made before it are no longer comparable
     ("rosenbrock", 0.0, 9.3040154703775, 6.502759860193961),
     ("mlp", 0.1333217476455817, 0.5432557843672027, 0.43058633241355726),
     ("boosting", 0.3950761239157138, 1.3948920601423318, 0.6212662702682278),
+    ("cells", 6.506584553104912, 21.752126889612242, 13.710710945845694),
 ]
 _RTOL = 1e-9
 """The pinned losses hold to this (evaluation gives the same bits on every CPU, but the shipped gap
@@ -457,14 +477,13 @@ def _config_and_fidelity(draw, family: str):
     bench = SyntheticBenchmark(family)
     space = bench.search_space
     config: dict = {}
-    for name, hp in space.items():
+    for name, hp in space.items():  # parents come before their children
+        parents = space.parent_conditions_of[name]
+        if any(config.get(c.parent.name) not in getattr(c, "values", [getattr(c, "value", None)]) for c in parents):
+            continue
         if isinstance(hp, CategoricalHyperparameter):
             config[name] = draw(st.sampled_from(list(hp.choices)))
-    for name, hp in space.items():
-        parents = space.parent_conditions_of[name]
-        if isinstance(hp, CategoricalHyperparameter) or any(config.get(c.parent.name) != c.value for c in parents):
-            continue
-        if isinstance(hp, IntegerHyperparameter):
+        elif isinstance(hp, IntegerHyperparameter):
             config[name] = draw(st.integers(hp.lower, hp.upper))
         else:
             config[name] = draw(st.floats(hp.lower, hp.upper))
@@ -491,3 +510,130 @@ def test_any_valid_config_gives_finite_loss_above_best_and_positive_cost(family)
         assert (ev.cost > 0).all()
 
     check()
+
+
+# -- the family cells (metaopt.core.benchmarks.synthetic_cells) -----------------------------------
+
+def _uniform_cell(op: str) -> dict:
+    """A cells configuration with every active edge set to ``op`` (nodes 3 and 4 read nodes 0 and 1)."""
+    config = {}
+    for cell in ("normal", "reduce"):
+        config |= {f"{cell}_inputs_3": "0_1", f"{cell}_inputs_4": "0_1"}
+        config |= {f"{cell}_op_{i}_{k}": op for i in (0, 1) for k in (2, 3, 4)}
+    return config
+
+
+def test_cells_space_is_a_nas_cell():
+    """22 categoricals: 18 operations with 7 choices, 4 input-node pairs with 3 or 6; the edges into
+    nodes 3 and 4 are active exactly when their node's input choice names their source node, so every
+    configuration has 12 active operations and 4 input choices."""
+    bench = SyntheticBenchmark("cells")
+    space = bench.search_space
+    assert bench.d == 22 and all(isinstance(hp, CategoricalHyperparameter) for hp in space.values())
+    ops = [name for name in space if "_op_" in name]
+    assert len(ops) == 18 and {len(space[name].choices) for name in ops} == {7}
+    assert sorted(len(space[name].choices) for name in space if "_inputs_" in name) == [3, 3, 6, 6]
+    assert len(space.conditions) == 14
+    assert bench.fidelity.r_min == 1 and bench.fidelity.r_max == 98 and bench.fidelity.is_int
+    for config in _sample(bench, 300):
+        Configuration(space, values=config).check_valid_configuration()
+        assert sum("_op_" in name for name in config) == 12 and sum("_inputs_" in name for name in config) == 4
+        for cell in ("normal", "reduce"):
+            for k in (3, 4):
+                sources = config[f"{cell}_inputs_{k}"].split("_")
+                active = [name for name in config if name.startswith(f"{cell}_op_") and name.endswith(f"_{k}")]
+                assert sorted(active) == [f"{cell}_op_{i}_{k}" for i in sources]
+    for instance in bench.instances:
+        Configuration(space, values=bench.optimum_config(instance)).check_valid_configuration()
+
+
+def test_cells_convolutions_learn_slowly_and_end_lower():
+    """The low-fidelity trap: a cell of convolutions has a larger gap at r_min than a cell of skip
+    connections, keeps a larger share of it at a middle fidelity, and is better at r_max on most
+    instances, while on a quarter of them or more (11 of 24) the skip connections look better at r_min."""
+    bench = SyntheticBenchmark("cells")
+    conv, skip = _uniform_cell("sep_conv_3x3"), _uniform_cell("skip_connect")
+    stages = _stages(bench)
+    conv_wins_full = skip_wins_low = 0
+    for instance in bench.instances:
+        loss = np.array([_at(bench, instance, [conv, skip], r).loss for r in stages])
+        gap = loss - loss[-1]
+        assert gap[0, 0] > gap[0, 1] > 0
+        assert gap[2, 0] / gap[0, 0] > gap[2, 1] / gap[0, 1]
+        conv_wins_full += loss[-1, 0] < loss[-1, 1]
+        skip_wins_low += loss[0, 1] < loss[0, 0]
+    assert conv_wins_full >= 20 and skip_wins_low >= 6, (conv_wins_full, skip_wins_low)
+
+
+def test_cells_cost_grows_with_convolutions_and_epochs():
+    bench = SyntheticBenchmark("cells")
+    cost = {op: _at(bench, "0", [_uniform_cell(op)], 98).cost[0]
+            for op in ("skip_connect", "max_pool_3x3", "dil_conv_3x3", "sep_conv_3x3", "sep_conv_5x5")}
+    assert list(cost.values()) == sorted(cost.values()) and cost["sep_conv_5x5"] / cost["skip_connect"] > 10
+    assert _at(bench, "0", [_uniform_cell("sep_conv_3x3")], 49).cost[0] == cost["sep_conv_3x3"] / 2
+
+
+def test_cells_interactions_and_size_term_leave_the_optimum_unique():
+    """Changing any one active hyperparameter of the optimum costs something on every instance (the
+    effects have one argmin each; the pairs and the size term only add)."""
+    bench = SyntheticBenchmark("cells")
+    space = bench.search_space
+    for instance in bench.instances:
+        opt = bench.optimum_config(instance)
+        neighbours = []
+        for name, value in opt.items():
+            for other in space[name].choices:
+                if other == value:
+                    continue
+                config = opt | {name: other}
+                if "_inputs_" in name:  # switch the newly read edge on, the dropped one off, at their best ops
+                    cell, k = name.split("_inputs_")
+                    config = {n: v for n, v in config.items() if not (n.startswith(f"{cell}_op_") and n.endswith(f"_{k}"))}
+                    config |= {f"{cell}_op_{i}_{k}": "sep_conv_3x3" for i in other.split("_")}
+                neighbours.append(config)
+        loss = bench.evaluate(instance, neighbours, [98] * len(neighbours)).loss
+        assert (loss > bench.best_known(instance)).all()
+
+
+_CELLS_OK = _uniform_cell("sep_conv_3x3")
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        (_CELLS_OK | {"normal_op_2_3": "skip_connect"}, "normal_op_2_3 is inactive unless normal_inputs_3 is one of"),
+        ({k: v for k, v in _CELLS_OK.items() if k != "reduce_op_1_4"}, r"reduce_op_1_4 is missing.*'skip_connect'"),
+        (_CELLS_OK | {"normal_op_0_2": "conv_7x7"}, r"normal_op_0_2='conv_7x7' is not allowed.*'sep_conv_3x3'"),
+        (_CELLS_OK | {"normal_inputs_4": "0_4"}, r"normal_inputs_4='0_4' is not allowed.*'2_3'\]"),
+        (_CELLS_OK | {"normal_op_0_2": ["sep_conv_3x3"]}, r"normal_op_0_2=\['sep_conv_3x3'\] is not allowed"),
+        ({k: v for k, v in _CELLS_OK.items() if k != "reduce_inputs_3"}, "reduce_inputs_3 is missing"),
+        (_CELLS_OK | {"width": 3}, "unknown hyperparameter 'width'"),
+    ],
+)
+def test_cells_invalid_input_is_a_usage_error(config, match):
+    with pytest.raises(UsageError, match=match):
+        SyntheticBenchmark("cells").evaluate("0", [_CELLS_OK, config], [9, 9])
+
+
+@pytest.mark.parametrize("preset", ["rs", "bohb", "smac_like"])
+def test_cells_runs_a_preset_the_same_twice(preset, tmp_path, monkeypatch):
+    """A smoke run at 3 x d on one instance: every configuration valid, every loss above y*, regret
+    going down, and the same trace twice."""
+    from metaopt.core.benchmarks import get_benchmark
+    from metaopt.core.budget import Budget
+    from metaopt.core.references import get_reference
+    from metaopt.engine.loop import run
+    from metaopt.spaces.presets import get_preset
+
+    monkeypatch.setenv("METAOPT_CACHE_DIR", str(tmp_path))
+    bench = get_benchmark("synthetic:cells")
+    problem = bench.problem("5")
+    reference = get_reference(bench, "5")
+    assert reference.y_min == bench.best_known("5")
+    config = get_preset(preset).config(problem.fidelity)
+    traces = [run(config, problem, 1, Budget.parse("3d", problem.d), reference=reference).trace for _ in range(2)]
+    trace = traces[0]
+    assert trace.to_csv() == traces[1].to_csv()
+    assert len(trace) >= 3 * problem.d and (trace["loss"] > bench.best_known("5")).all()
+    regret = trace["normalized_regret"].to_numpy()
+    assert (np.diff(regret) <= 0).all() and 0 < regret[-1] < regret[0]

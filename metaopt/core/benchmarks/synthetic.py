@@ -14,8 +14,17 @@ Families (24 instances "0".."23" each; 6 train / 18 test by
   int 10..2000), subsample, max_depth (int 1..15, only when booster = gbtree). F = saturating
   bowl with per-axis scales 0.5..5 (ill-conditioned). Fidelity ``trainsize``, float 0.05..1.
   Loss ``logloss``; runtime = 0.5 + 0.02 r nrounds subsample max_depth s (max_depth = 1 for gblinear).
+- ``cells`` (d = 22, all categorical, imitating NAS-Bench-301's cell space): two cells of three
+  computed nodes, 18 edge operations (7 choices: skip, two poolings, four convolutions), 14 of them
+  conditional on 4 input-node choices (3 or 6 choices). Its excess E(x) is additive per-choice
+  effects, sparse pairwise penalties and a size term over the number of convolutions; convolutions
+  learn slowly and end lower, so low fidelities mislead more (target Spearman correlation [0.25, 0.45]).
+  Fidelity ``epoch``, integer 1..98. Loss ``val_error``; runtime = r (1 + per-epoch cost of the
+  operations) s. Its space, E, w, a and cost are in :mod:`metaopt.core.benchmarks.synthetic_cells`
+  (:class:`~metaopt.core.benchmarks.synthetic_cells.CellsModel`); the rest of this docstring holds
+  for it with E(x) in place of delta_b + F(z).
 
-Every family shares one model. A configuration x is mapped to unit coordinates u in [0, 1]
+The first three families share one model. A configuration x is mapped to unit coordinates u in [0, 1]
 (log scale for log hyperparameters; 0 for inactive ones). The categorical "branch"
 hyperparameter (optimizer, booster) selects which numeric hyperparameters are active and which
 sub-function applies. The loss at fidelity r in [r_min, r_max] is
@@ -31,13 +40,15 @@ sub-function applies. The loss at fidelity r in [r_min, r_max] is
   factor of a Gaussian matrix, by Gram-Schmidt in plain Python floats so that it is bitwise the
   same on every machine), the per-axis rescaling ``S_b``, the branch penalty ``delta_b`` (zero for
   the optimum's branch) and the best loss ``y*``: an instance is a pure function of (family, index).
+  (``_Family.draw`` and ``CellsModel.draw`` make these draws after y*; ``_MODELS`` maps every family
+  to its model, and :class:`SyntheticBenchmark` evaluates every family by the formula above.)
 - The low-fidelity gap ``h * G * (w + 0.1 eps)`` is zero at r_max and decays with r like a
   learning curve, with a configuration-dependent size ``w(x) > 0`` and rate ``a(x) > 0`` (see
   each family's ``_*_curve``); ``eps(x, r)`` in [0, 1) is deterministic noise hashed from the
   configuration's values, r and the instance. ``G`` is a per-instance constant shipped in
   ``synthetic_gaps.py``, calibrated (by ``python -m metaopt.core.benchmarks.synthetic_calibration``,
   which rewrites that file) so that the Spearman correlation between r_min and r_max losses is
-  a target drawn from [0.55, 0.75], capped where the gap already agrees with the full-fidelity
+  a target drawn from [0.55, 0.75] ([0.25, 0.45] for ``cells``), capped where the gap already agrees with the full-fidelity
   ranking (then the correlation is higher). It is shipped rather than calibrated at run time
   because a calibration on another CPU may differ from it by rounding errors (about 1e-13
   relative, see ``GAP_RTOL`` there); the shipped constants make every instance exact.
@@ -67,6 +78,7 @@ import numpy as np
 from ConfigSpace import ConfigurationSpace, EqualsCondition
 
 from metaopt.core.benchmarks.base import Benchmark, Evaluation, Fidelity, ParamSpec, split_instances
+from metaopt.core.benchmarks.synthetic_cells import CellsModel
 from metaopt.core.benchmarks.synthetic_gaps import GAPS
 from metaopt.core.errors import UsageError
 from metaopt.core.libm import exp as _exp, expm1 as _expm1, log as _log, log1p as _log1p, power as _pow
@@ -147,6 +159,122 @@ class _Family:
     def numeric(self, branch: str | None) -> list[_Param]:
         """The numeric hyperparameters active under ``branch``."""
         return [p for p in self.params if not p.choices and p.active_if in (None, branch)]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def space(self, name: str) -> ConfigurationSpace:
+        """The search space, named ``name``: the hyperparameters, each conditional one under its branch."""
+        space = ConfigurationSpace(name=name)
+        hps = {p.name: p.hyperparameter() for p in self.params}
+        space.add(list(hps.values()))
+        for p in self.params:
+            if p.active_if is not None:
+                assert self.branch is not None
+                space.add(EqualsCondition(hps[p.name], hps[self.branch.name], p.active_if))
+        return space
+
+    def draw(self, rng: np.random.Generator) -> tuple[dict[str | None, _Branch], dict[str, Any]]:
+        """The per-branch transformations and the optimum's configuration, drawn from ``rng``
+        (called once per instance, after y*)."""
+        best_branch = self.branches[int(rng.integers(len(self.branches)))]
+        branches: dict[str | None, _Branch] = {}
+        optimum: dict[str, Any] = {}
+        for b in self.branches:
+            params = self.numeric(b)
+            # optimum in the interior: u in [0.1, 0.9], then snapped to the integer grid or rounded to
+            # 8 significant digits (np.power's last bit depends on the CPU; the rounded decimal does not)
+            values = [p.from_unit(rng.uniform(0.1, 0.9, size=1)) for p in params]
+            values = [v if p.integer else np.array([float(f"{v[0]:.8g}")]) for p, v in zip(params, values)]
+            u_opt = np.array([p.to_unit(v)[0] for p, v in zip(params, values)])
+            rotation = _rotation(rng.standard_normal((len(params), len(params))))
+            scale = rng.uniform(*self.scales, size=len(params))
+            penalty = 0.0 if b == best_branch else float(rng.uniform(*self.penalty))
+            branches[b] = _Branch(u_opt, rotation, scale, penalty)
+            if b == best_branch:
+                optimum = {self.branch.name: b} if self.branch else {}
+                optimum |= {p.name: int(v[0]) if p.integer else float(v[0]) for p, v in zip(params, values)}
+        return branches, optimum
+
+    def random_batch(self, rng: np.random.Generator, n: int) -> _Batch:
+        """``n`` configurations drawn uniformly in unit coordinates (log-uniform for log parameters)."""
+        branch = rng.integers(len(self.branches), size=n)
+        value = {}
+        for p in self.params:
+            if not p.choices:
+                value[p.name] = np.where(self.active(p, branch), p.from_unit(rng.uniform(size=n)), np.nan)
+        return self._batch(branch, value)
+
+    def _batch(self, branch: np.ndarray, value: dict[str, np.ndarray]) -> _Batch:
+        """A batch from branch indices and raw numeric values (NaN where inactive)."""
+        unit = {}
+        for p in self.params:
+            if not p.choices:
+                present = ~np.isnan(value[p.name])
+                unit[p.name] = np.where(present, p.to_unit(np.where(present, value[p.name], p.lower)), 0.0)
+        return _Batch(value, unit, branch)
+
+    def excess(self, branches: dict[str | None, _Branch], x: _Batch) -> np.ndarray:
+        """delta_b + F(z): the full-fidelity loss minus y*."""
+        out = np.zeros(len(x.branch))
+        for i, b in enumerate(self.branches):
+            rows = x.branch == i
+            if not rows.any():
+                continue
+            br = branches[b]
+            diff = np.stack([x.unit[p.name][rows] for p in self.numeric(b)], axis=1) - br.u_opt
+            z = np.zeros_like(diff)
+            for j in range(diff.shape[1]):  # elementwise (no BLAS): a row's result never depends on the batch
+                z += diff[:, j, None] * br.rotation[:, j]
+            out[rows] = br.penalty + self.base(z * br.scale)
+        return out
+
+    def noise_columns(self, x: _Batch) -> list[np.ndarray]:
+        """The values the noise eps hashes: the branch index and the raw values (-1 where inactive)."""
+        return [x.branch.astype(float), *(np.nan_to_num(v, nan=-1.0) for v in x.value.values())]
+
+    def decode(self, name: str, configs: Sequence[Mapping[str, Any]]) -> _Batch:
+        """Validate the configurations (their keys are known) and turn them into one array per
+        hyperparameter; ``name`` (the benchmark's) starts the error messages."""
+        branch_param = self.branch
+        if branch_param is None:
+            branch = np.zeros(len(configs), dtype=int)
+        else:
+            lookup: dict[Any, int] = {c: i for i, c in enumerate(branch_param.choices)}
+            try:
+                branch = np.array([lookup.get(cfg.get(branch_param.name), -1) for cfg in configs], dtype=int)
+            except TypeError:  # an unhashable value
+                branch = np.full(len(configs), -1)
+            if (branch < 0).any():
+                cfg = configs[int(np.argmax(branch < 0))]
+                got = f"={cfg[branch_param.name]!r} is not allowed" if branch_param.name in cfg else " is missing"
+                raise UsageError(f"{name}: {branch_param.name}{got}; it must be {branch_param.allowed()}")
+        value = {}
+        for p in self.params:
+            if p.choices:
+                continue
+            if any(isinstance(cfg.get(p.name), (bool, np.bool_)) for cfg in configs):
+                raise UsageError(f"{name}: {p.name} must be {p.allowed()}, got true/false")
+            try:
+                v = np.array([cfg.get(p.name, np.nan) for cfg in configs], dtype=float)
+            except (TypeError, ValueError):
+                raise UsageError(f"{name}: {p.name} must be {p.allowed()}, got a non-number") from None
+            present = ~np.isnan(v)
+            active = self.active(p, branch)
+            if (active & ~present).any():
+                raise UsageError(f"{name}: {p.name} is missing (or NaN); it must be {p.allowed()}")
+            if (present & ~active).any():
+                assert branch_param is not None  # only a conditional parameter is ever inactive
+                raise UsageError(f"{name}: {p.name} is inactive unless {branch_param.name}={p.active_if!r}; leave it out")
+            ok = ~present | ((v >= p.lower) & (v <= p.upper))
+            if p.integer:
+                ok &= ~present | (v == np.round(v))
+            if not ok.all():
+                bad = v[int(np.argmin(ok))]
+                raise UsageError(f"{name}: {p.name}={bad:g} is not allowed; it must be {p.allowed()}")
+            value[p.name] = v
+        return self._batch(branch, value)
 
 
 def _rosenbrock(z: np.ndarray) -> np.ndarray:
@@ -268,7 +396,9 @@ _FAMILIES: dict[str, _Family] = {
     ),
 }
 
-FAMILIES: tuple[str, ...] = tuple(_FAMILIES)
+_MODELS: dict[str, _Family | CellsModel] = {**_FAMILIES, "cells": CellsModel()}
+"""Every family's model: the shared one above, or ``cells``'s own (:mod:`metaopt.core.benchmarks.synthetic_cells`)."""
+FAMILIES: tuple[str, ...] = tuple(_MODELS)
 
 
 @dataclass(frozen=True)
@@ -286,51 +416,15 @@ class _Instance:
     best: float
     gap: float
     seed: int
-    branches: dict[str | None, _Branch]
+    tables: Any
+    """The model's per-instance draws that ``excess`` reads (the branches' transformations, or the cells' effects)."""
     optimum: dict[str, Any]
 
 
-def _batch(fam: _Family, branch: np.ndarray, value: dict[str, np.ndarray]) -> _Batch:
-    """A batch from branch indices and raw numeric values (NaN where inactive)."""
-    unit = {}
-    for p in fam.params:
-        if not p.choices:
-            present = ~np.isnan(value[p.name])
-            unit[p.name] = np.where(present, p.to_unit(np.where(present, value[p.name], p.lower)), 0.0)
-    return _Batch(value, unit, branch)
-
-
-def _random_batch(fam: _Family, rng: np.random.Generator, n: int) -> _Batch:
-    """``n`` configurations drawn uniformly in unit coordinates (log-uniform for log parameters)."""
-    branch = rng.integers(len(fam.branches), size=n)
-    value = {}
-    for p in fam.params:
-        if not p.choices:
-            value[p.name] = np.where(fam.active(p, branch), p.from_unit(rng.uniform(size=n)), np.nan)
-    return _batch(fam, branch, value)
-
-
-def _excess(fam: _Family, branches: dict[str | None, _Branch], x: _Batch) -> np.ndarray:
-    """delta_b + F(z): the full-fidelity loss minus y*."""
-    out = np.zeros(len(x.branch))
-    for i, b in enumerate(fam.branches):
-        rows = x.branch == i
-        if not rows.any():
-            continue
-        br = branches[b]
-        diff = np.stack([x.unit[p.name][rows] for p in fam.numeric(b)], axis=1) - br.u_opt
-        z = np.zeros_like(diff)
-        for j in range(diff.shape[1]):  # elementwise (no BLAS): a row's result never depends on the batch
-            z += diff[:, j, None] * br.rotation[:, j]
-        out[rows] = br.penalty + fam.base(z * br.scale)
-    return out
-
-
-def _noise(x: _Batch, r: np.ndarray, seed: int) -> np.ndarray:
-    """eps(x, r) in [0, 1): splitmix64 hash of the branch, the raw values, r and the instance seed."""
-    columns = [x.branch.astype(float), *(np.nan_to_num(v, nan=-1.0) for v in x.value.values()), r]
+def _noise(columns: list[np.ndarray], r: np.ndarray, seed: int) -> np.ndarray:
+    """eps(x, r) in [0, 1): splitmix64 hash of the configuration's values (``noise_columns``), r and the instance seed."""
     h = np.full(len(r), seed, dtype=np.uint64)
-    for col in columns:
+    for col in [*columns, r]:
         h ^= np.ascontiguousarray(col, dtype=np.float64).view(np.uint64)
         h += np.uint64(0x9E3779B97F4A7C15)
         h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -366,28 +460,12 @@ def _draw(family: str, index: int) -> tuple[_Instance, np.random.Generator]:
     (:mod:`metaopt.core.benchmarks.synthetic_calibration`). Returns the instance with ``gap`` NaN and
     the instance's generator, positioned where the calibration continues to draw from it.
     """
-    fam = _FAMILIES[family]
+    model = _MODELS[family]
     rng = np.random.default_rng([zlib.crc32(family.encode()), index])
-    best = float(rng.uniform(*fam.best))
-    best_branch = fam.branches[int(rng.integers(len(fam.branches)))]
-    branches: dict[str | None, _Branch] = {}
-    optimum: dict[str, Any] = {}
-    for b in fam.branches:
-        params = fam.numeric(b)
-        # optimum in the interior: u in [0.1, 0.9], then snapped to the integer grid or rounded to
-        # 8 significant digits (np.power's last bit depends on the CPU; the rounded decimal does not)
-        values = [p.from_unit(rng.uniform(0.1, 0.9, size=1)) for p in params]
-        values = [v if p.integer else np.array([float(f"{v[0]:.8g}")]) for p, v in zip(params, values)]
-        u_opt = np.array([p.to_unit(v)[0] for p, v in zip(params, values)])
-        rotation = _rotation(rng.standard_normal((len(params), len(params))))
-        scale = rng.uniform(*fam.scales, size=len(params))
-        penalty = 0.0 if b == best_branch else float(rng.uniform(*fam.penalty))
-        branches[b] = _Branch(u_opt, rotation, scale, penalty)
-        if b == best_branch:
-            optimum = {fam.branch.name: b} if fam.branch else {}
-            optimum |= {p.name: int(v[0]) if p.integer else float(v[0]) for p, v in zip(params, values)}
+    best = float(rng.uniform(*model.best))
+    tables, optimum = model.draw(rng)
     seed = int(rng.integers(2**63))
-    return _Instance(best, float("nan"), seed, branches, optimum), rng
+    return _Instance(best, float("nan"), seed, tables, optimum), rng
 
 
 @functools.cache
@@ -401,10 +479,10 @@ class SyntheticBenchmark(Benchmark):
     """One family of embedded multi-fidelity test functions (see the module docstring)."""
 
     def __init__(self, family: str) -> None:
-        if family not in _FAMILIES:
+        if family not in _MODELS:
             raise UsageError(f"unknown synthetic family {family!r}; known families: {', '.join(FAMILIES)}")
         self.family = family
-        self._fam = fam = _FAMILIES[family]
+        self._model = model = _MODELS[family]
         self.name = f"synthetic:{family}"
         self.instances = [str(i) for i in range(N_INSTANCES)]
         self.train_instances, self.test_instances = split_instances(self.instances, n_train=N_TRAIN, seed=0)
@@ -412,22 +490,11 @@ class SyntheticBenchmark(Benchmark):
             f"{N_TRAIN} of the {N_INSTANCES} instances are training instances, chosen by "
             f"split_instances(instances, n_train={N_TRAIN}, seed=0); the other {N_INSTANCES - N_TRAIN} are test."
         )
-        self.fidelity = fam.fidelity
-        self.loss_name = fam.loss_name
-        self.cost_name = fam.cost_name
-        self.cheap_end = dict(fam.cheap_end)
-        self.search_space = self._build_space()
-
-    def _build_space(self) -> ConfigurationSpace:
-        space = ConfigurationSpace(name=self.name)
-        hps = {p.name: p.hyperparameter() for p in self._fam.params}
-        space.add(list(hps.values()))
-        branch = self._fam.branch
-        for p in self._fam.params:
-            if p.active_if is not None:
-                assert branch is not None
-                space.add(EqualsCondition(hps[p.name], hps[branch.name], p.active_if))
-        return space
+        self.fidelity = model.fidelity
+        self.loss_name = model.loss_name
+        self.cost_name = model.cost_name
+        self.cheap_end = dict(model.cheap_end)
+        self.search_space = model.space(self.name)
 
     def _index(self, instance: str | int) -> int:
         key = str(instance)
@@ -445,66 +512,24 @@ class SyntheticBenchmark(Benchmark):
         """A configuration whose full-fidelity loss equals :meth:`best_known`."""
         return dict(_instance(self.family, self._index(instance)).optimum)
 
-    def _decode(self, configs: Sequence[Mapping[str, Any]]) -> _Batch:
-        """Validate the configurations and turn them into one array per hyperparameter."""
-        known = {p.name for p in self._fam.params}
+    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float] | np.ndarray) -> Evaluation:
+        """Loss and simulated runtime of ``configs`` at ``fidelities`` (vectorized over the batch)."""
+        inst = _instance(self.family, self._index(instance))
+        model = self._model
+        r = self._check_fidelities(fidelities, len(configs))
+        known = set(model.names)
         for cfg in configs:
             unknown = [k for k in cfg.keys() if k not in known]
             if unknown:
                 raise UsageError(
-                    f"unknown hyperparameter {unknown[0]!r} for {self.name}; known: {', '.join(sorted(known))}"
+                    f"unknown hyperparameter {unknown[0]!r} for {self.name}; known: {', '.join(sorted(model.names))}"
                 )
-        branch_param = self._fam.branch
-        if branch_param is None:
-            branch = np.zeros(len(configs), dtype=int)
-        else:
-            lookup: dict[Any, int] = {c: i for i, c in enumerate(branch_param.choices)}
-            try:
-                branch = np.array([lookup.get(cfg.get(branch_param.name), -1) for cfg in configs], dtype=int)
-            except TypeError:  # an unhashable value
-                branch = np.full(len(configs), -1)
-            if (branch < 0).any():
-                cfg = configs[int(np.argmax(branch < 0))]
-                got = f"={cfg[branch_param.name]!r} is not allowed" if branch_param.name in cfg else " is missing"
-                raise UsageError(f"{self.name}: {branch_param.name}{got}; it must be {branch_param.allowed()}")
-        value = {}
-        for p in self._fam.params:
-            if p.choices:
-                continue
-            if any(isinstance(cfg.get(p.name), (bool, np.bool_)) for cfg in configs):
-                raise UsageError(f"{self.name}: {p.name} must be {p.allowed()}, got true/false")
-            try:
-                v = np.array([cfg.get(p.name, np.nan) for cfg in configs], dtype=float)
-            except (TypeError, ValueError):
-                raise UsageError(f"{self.name}: {p.name} must be {p.allowed()}, got a non-number") from None
-            present = ~np.isnan(v)
-            active = self._fam.active(p, branch)
-            if (active & ~present).any():
-                raise UsageError(f"{self.name}: {p.name} is missing (or NaN); it must be {p.allowed()}")
-            if (present & ~active).any():
-                assert branch_param is not None  # only a conditional parameter is ever inactive
-                raise UsageError(
-                    f"{self.name}: {p.name} is inactive unless {branch_param.name}={p.active_if!r}; leave it out"
-                )
-            ok = ~present | ((v >= p.lower) & (v <= p.upper))
-            if p.integer:
-                ok &= ~present | (v == np.round(v))
-            if not ok.all():
-                bad = v[int(np.argmin(ok))]
-                raise UsageError(f"{self.name}: {p.name}={bad:g} is not allowed; it must be {p.allowed()}")
-            value[p.name] = v
-        return _batch(self._fam, branch, value)
+        x = model.decode(self.name, configs)
 
-    def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float] | np.ndarray) -> Evaluation:
-        """Loss and simulated runtime of ``configs`` at ``fidelities`` (vectorized over the batch)."""
-        inst = _instance(self.family, self._index(instance))
-        fam = self._fam
-        r = self._check_fidelities(fidelities, len(configs))
-        x = self._decode(configs)
-
-        w, a = fam.curve(x)
+        w, a = model.curve(x)
         fid = self.fidelity
         h = _expm1(-a * _log(r / fid.r_max)) / _expm1(-a * _log(fid.r_min / fid.r_max))
-        loss = inst.best + _excess(fam, inst.branches, x) + h * inst.gap * (w + 0.1 * _noise(x, r, inst.seed))
-        cost = fam.cost(x, r)
+        noise = _noise(model.noise_columns(x), r, inst.seed)
+        loss = inst.best + model.excess(inst.tables, x) + h * inst.gap * (w + 0.1 * noise)
+        cost = model.cost(x, r)
         return Evaluation(loss=loss, cost=cost, targets={self.loss_name: loss, self.cost_name: cost})
