@@ -396,7 +396,9 @@ _FAMILIES: dict[str, _Family] = {
     ),
 }
 
-_MODELS: dict[str, _Family | CellsModel] = {**_FAMILIES, "cells": CellsModel()}
+# Typed Any: both models have the same methods, each on its own batch type (_Batch, CellsBatch), which
+# a union cannot express (mypy would pair one model's batch with the other's methods).
+_MODELS: dict[str, Any] = {**_FAMILIES, "cells": CellsModel()}
 """Every family's model: the shared one above, or ``cells``'s own (:mod:`metaopt.core.benchmarks.synthetic_cells`)."""
 FAMILIES: tuple[str, ...] = tuple(_MODELS)
 

@@ -219,7 +219,7 @@ class CellsModel:
 
     def _n_heavy(self, x: CellsBatch) -> np.ndarray:
         """Per row, the number of active convolutions."""
-        return sum((x.choice[p.name] >= N_LIGHT).astype(int) for p in self._ops)
+        return np.asarray(sum((x.choice[p.name] >= N_LIGHT).astype(int) for p in self._ops))
 
     def excess(self, tables: CellsTables, x: CellsBatch) -> np.ndarray:
         """E(x): the full-fidelity loss minus y* (module docstring), summed in a fixed order."""
@@ -246,7 +246,7 @@ class CellsModel:
     def curve(self, x: CellsBatch) -> tuple[np.ndarray, np.ndarray]:
         """(w, a) = (exp(2 s), 0.6 - 0.5 s), s the mean slowness of the active operations."""
         n_active = 2 * len(NODES) * len(CELLS)  # every computed node has two active edges
-        s = sum(self._sum_over_ops(x, SLOWNESS, cell) for cell in CELLS) / n_active
+        s = np.asarray(sum(self._sum_over_ops(x, SLOWNESS, cell) for cell in CELLS)) / n_active
         return _exp(2.0 * s), 0.6 - 0.5 * s
 
     def cost(self, x: CellsBatch, r: np.ndarray) -> np.ndarray:
