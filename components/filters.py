@@ -304,12 +304,15 @@ class LocalAndRandomFilter(_SurrogateFilter):
 
     Retraining (``lrs_retrain_after`` k): the surrogate is fitted and the acquisition maximized
     anew only once at least k evaluations have entered the archive since the last maximization;
-    until then each call returns the next best distinct candidates of that maximization's pool
-    (random candidates and neighbours, by the scores they got then) not evaluated since, and
-    draws no random numbers. k = 1 (the default) maximizes at every call. SMAC's HPO facade
-    retrains its forest after every 8 configurations (its ``ConfigSelector``'s ``retrain_after``
-    = 8; the black-box facade's is 1) and yields the next challengers of one maximization in
-    between, while evaluating them one at a time; so does this filter with k = 8 and μ = 1.
+    until then each call returns the next distinct candidates of that maximization not evaluated
+    since, and draws no random numbers. A maximization offers SMAC's challengers: the local
+    searches' end points (one per start) by score, then the rest of its candidates by score (the
+    best-scored candidates are mostly one search's last neighbours, nearly one configuration).
+    k = 1 (the default) maximizes at every call and proposes the best distinct candidates of all.
+    SMAC's HPO facade retrains its forest after every 8 configurations (its ``ConfigSelector``'s
+    ``retrain_after`` = 8; the black-box facade's is 1) and yields the next challengers of one
+    maximization in between, while evaluating them one at a time; so does this filter with k = 8
+    and μ = 1.
     """
 
     def __init__(self, lrs_random: int, lrs_starts: int, lrs_neighbours: int, lrs_steps: int, lrs_step: float,
@@ -346,17 +349,23 @@ class LocalAndRandomFilter(_SurrogateFilter):
             if len(chosen) == n:
                 return chosen
         evaluated = np.unique(ctx.archive.X, axis=0) if len(ctx.archive) else np.empty((0, ctx.codec.dim))
-        candidates, scores = self.maximize(n, ctx, sampler, scorer, evaluated)
-        maximized = _Maximized(candidates, scores, set(_row_keys(evaluated)), len(ctx.archive))
-        if self.retrain_after > 1:
-            self._last = maximized
-        return maximized.best(n)
+        pool, pool_scores, ends, end_scores = self.maximize(n, ctx, sampler, scorer, evaluated)
+        excluded = set(_row_keys(evaluated))
+        if self.retrain_after == 1:
+            return _Maximized(pool, pool_scores, np.argsort(pool_scores, kind="stable"), excluded, 0).best(n)
+        # SMAC's challengers: the local searches' end points by score, then the rest of the pool
+        order = np.concatenate([np.argsort(end_scores, kind="stable"),
+                                len(ends) + np.argsort(pool_scores, kind="stable")])
+        self._last = _Maximized(np.concatenate([ends, pool]), np.concatenate([end_scores, pool_scores]), order,
+                                excluded, len(ctx.archive))
+        return self._last.best(n)
 
     def maximize(self, n: int, ctx: ProposalContext, sampler: Sampler, scorer: Scorer,
-                 evaluated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                 evaluated: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Fit the scorer on the archive and search the acquisition (called by :meth:`filtered` when it
-        retrains); every candidate it scored (the random ones, then each step's neighbours) and
-        their scores. ``evaluated``: the archive's distinct configurations (local-search starts)."""
+        retrains; ``evaluated``: the archive's distinct configurations, local-search starts). Returns
+        every candidate it scored (the random ones, then each step's neighbours) with their scores,
+        and each local search's end point (where its start stopped improving) with its score."""
         score = scorer.fitted(ctx)
         random_part = sampler.sample(max(self.n_random, n), ctx)
         pool, pool_scores = [random_part], [score(random_part)]
@@ -364,6 +373,7 @@ class LocalAndRandomFilter(_SurrogateFilter):
         start_scores = np.concatenate([score(evaluated) if len(evaluated) else np.empty(0), pool_scores[0]])
         best = np.argsort(start_scores, kind="stable")[: self.n_starts]
         x, sx = starts[best], start_scores[best]
+        ends, end_scores, moving = x.copy(), sx.copy(), np.arange(len(x))
         for _ in range(self.n_steps):
             if len(x) == 0:
                 break
@@ -376,7 +386,9 @@ class LocalAndRandomFilter(_SurrogateFilter):
             better = grouped[np.arange(len(x)), arg] < sx
             x = nb.reshape(len(x), self.n_neighbours, -1)[np.arange(len(x)), arg][better]
             sx = grouped[np.arange(len(sx)), arg][better]
-        return np.concatenate(pool), np.concatenate(pool_scores)
+            moving = moving[better]
+            ends[moving], end_scores[moving] = x, sx
+        return np.concatenate(pool), np.concatenate(pool_scores), ends, end_scores
 
 
 def _row_keys(X: np.ndarray) -> list[bytes]:
@@ -387,24 +399,25 @@ def _row_keys(X: np.ndarray) -> list[bytes]:
 
 @dataclass
 class _Maximized:
-    """One maximization of the acquisition by :class:`LocalAndRandomFilter`: every candidate it scored,
-    their scores, the keys of the configurations evaluated then and the archive's length then."""
+    """One maximization of the acquisition by :class:`LocalAndRandomFilter`: the candidates it offers,
+    their scores, the order it offers them in (indices), the keys of the configurations evaluated
+    then, and the archive's length then."""
 
     candidates: np.ndarray
     scores: np.ndarray
+    order: np.ndarray
     excluded: set[bytes]
     archive_size: int
 
     def __post_init__(self) -> None:
-        self._order = np.argsort(self.scores, kind="stable")
         self._keys = np.nan_to_num(self.candidates, nan=-1.0)
 
     def best(self, n: int, also_excluded: Sequence[bytes] = ()) -> np.ndarray:
-        """The ``n`` lowest-scoring distinct candidates that are neither excluded nor in
-        ``also_excluded`` (ties: candidate order); fewer only if there are not enough."""
+        """The first ``n`` distinct candidates in ``order`` that are neither excluded nor in
+        ``also_excluded``; fewer only if there are not enough."""
         taken = self.excluded | set(also_excluded)
         chosen = []
-        for index in self._order:
+        for index in self.order:
             k = self._keys[index].tobytes()
             if k not in taken:
                 taken.add(k)

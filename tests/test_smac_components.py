@@ -100,11 +100,11 @@ def _add_evaluated(ctx, X):
 
 
 def test_retrain_after_k_evaluates_the_next_candidates_of_one_maximization_without_drawing():
-    """lrs_retrain_after k = 4: four calls of one point each, evaluated in between, propose the four
-    best distinct candidates of the first call's maximization, the three later calls draw no random
-    numbers; the fifth call (four new evaluations) maximizes anew."""
+    """lrs_retrain_after k = 4: four calls of one point each, evaluated in between, propose what one
+    call for four points proposes (one maximization's first four), the three later calls draw no
+    random numbers; the fifth call (four new evaluations) maximizes anew."""
     ctx, _ = _context(seed=5)
-    batch = _filter().propose(4, ctx, UniformSampler(), _scorer())  # one maximization, its four best
+    batch = _filter(lrs_retrain_after=4).propose(4, ctx, UniformSampler(), _scorer())
     ctx, _ = _context(seed=5)
     f, scorer = _filter(lrs_retrain_after=4), _scorer()
     proposed = []
@@ -119,6 +119,25 @@ def test_retrain_after_k_evaluates_the_next_candidates_of_one_maximization_witho
     before = ctx.rng.bit_generator.state
     f.propose(1, ctx, UniformSampler(), scorer)
     assert ctx.rng.bit_generator.state != before  # retrained after four evaluations
+
+
+def test_retrain_after_k_offers_the_local_searches_end_points_first():
+    """With k > 1 a maximization's proposals are its local searches' end points by score (SMAC's
+    challengers), not the best-scored neighbours, which crowd around one search's end."""
+    from metaopt.components.filters import _row_keys
+
+    ctx, _ = _context(n_evaluated=20, seed=7)
+    f, scorer = _filter(lrs_retrain_after=4, lrs_starts=8), _scorer()
+    evaluated = np.unique(ctx.archive.X, axis=0)
+    pool, pool_scores, ends, end_scores = f.maximize(4, ctx, UniformSampler(), scorer, evaluated)
+    assert len(ends) == 8
+    new_ends = [i for i in np.argsort(end_scores, kind="stable") if _row_keys(ends[i:i + 1])[0]
+                not in set(_row_keys(evaluated))]
+    unique_new = list(dict.fromkeys(_row_keys(ends[new_ends])))
+    assert len(unique_new) >= 4  # the seed gives four distinct new end points
+    ctx, _ = _context(n_evaluated=20, seed=7)
+    X = _filter(lrs_retrain_after=4, lrs_starts=8).propose(4, ctx, UniformSampler(), _scorer())
+    assert _row_keys(X) == unique_new[:4]
 
 
 def test_retrain_after_one_is_a_maximization_per_call():
@@ -295,8 +314,9 @@ def test_best_distinct_skips_repeats_and_excluded_rows_inactive_values_included(
     nan = np.nan
     candidates = np.array([[0.1, nan], [0.2, 0.5], [0.1, nan], [0.3, 0.0], [0.1, 0.0], [0.9, 0.9]])
     scores = np.array([0.0, 0.5, 0.0, 0.1, 0.2, 0.1])
-    maximized = _Maximized(candidates, scores, set(_row_keys(np.array([[0.3, 0.0]]))), 0)
+    maximized = _Maximized(candidates, scores, np.argsort(scores, kind="stable"),
+                           set(_row_keys(np.array([[0.3, 0.0]]))), 0)
     np.testing.assert_array_equal(maximized.best(4), candidates[[0, 5, 4, 1]])  # row 2 repeats row 0, row 3 is excluded
     np.testing.assert_array_equal(maximized.best(4, _row_keys(candidates[[5]])), candidates[[0, 4, 1]])
     assert len(maximized.best(2)) == 2  # a pick leaves the maximization as it was
-    assert len(_Maximized(candidates, scores, set(), 0).best(10)) == 5  # only 5 distinct rows
+    assert len(_Maximized(candidates, scores, np.arange(6), set(), 0).best(10)) == 5  # only 5 distinct rows
