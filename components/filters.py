@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 from ConfigSpace import Categorical, Float, Integer
@@ -284,6 +284,7 @@ LRS_HPS = (
     Integer("lrs_neighbours", (2, 50), default=20, log=True),
     Integer("lrs_steps", (1, 30), default=10, log=True),
     Float("lrs_step", (0.01, 0.5), default=0.1, log=True),
+    Integer("lrs_retrain_after", (1, 16), default=1, log=True),
 )
 
 
@@ -300,13 +301,28 @@ class LocalAndRandomFilter(_SurrogateFilter):
     call; a start moves to its best neighbour while that improves, for at most ``lrs_steps`` steps.
     The ``n`` best distinct candidates not evaluated before are returned. The N_s parameters of
     the other filters do not apply; ρ (random interleave) does, as SMAC's random configurations.
+
+    Retraining (``lrs_retrain_after`` k): the surrogate is fitted and the acquisition maximized
+    anew only once at least k evaluations have entered the archive since the last maximization;
+    until then each call returns the next distinct candidates of that maximization not evaluated
+    since, and draws no random numbers. A maximization offers SMAC's challengers: the local
+    searches' end points (one per start) by score, then the rest of its candidates by score (the
+    best-scored candidates are mostly one search's last neighbours, nearly one configuration).
+    k = 1 (the default) maximizes at every call and proposes the best distinct candidates of all.
+    SMAC's HPO facade retrains its forest after every 8 configurations (its ``ConfigSelector``'s
+    ``retrain_after`` = 8; the black-box facade's is 1) and yields the next challengers of one
+    maximization in between, while evaluating them one at a time; so does this filter with k = 8
+    and μ = 1.
     """
 
     def __init__(self, lrs_random: int, lrs_starts: int, lrs_neighbours: int, lrs_steps: int, lrs_step: float,
-                 **shared: float) -> None:
+                 lrs_retrain_after: int = 1, **shared: float) -> None:
         super().__init__(**shared)
         self.n_random, self.n_starts = int(lrs_random), int(lrs_starts)
         self.n_neighbours, self.n_steps, self.step = int(lrs_neighbours), int(lrs_steps), float(lrs_step)
+        self.retrain_after = int(lrs_retrain_after)
+        self._last: _Maximized | None = None
+        """(k > 1) The last maximization (its ranked pool) and the archive's length then."""
 
     def neighbours(self, X: np.ndarray, ctx: ProposalContext) -> np.ndarray:
         """``n_neighbours`` one-exchange neighbours of each row of ``X`` (rows grouped by start), repaired."""
@@ -326,14 +342,38 @@ class LocalAndRandomFilter(_SurrogateFilter):
         return ctx.codec.repair(N, rng)
 
     def filtered(self, n: int, ctx: ProposalContext, sampler: Sampler, scorer: Scorer) -> np.ndarray:
+        last = self._last
+        if last is not None and len(ctx.archive) - last.archive_size < self.retrain_after:
+            # the rows evaluated since the maximization are the only ones it did not exclude yet
+            chosen = last.best(n, _row_keys(ctx.archive.X[last.archive_size:]))
+            if len(chosen) == n:
+                return chosen
+        evaluated = np.unique(ctx.archive.X, axis=0) if len(ctx.archive) else np.empty((0, ctx.codec.dim))
+        pool, pool_scores, ends, end_scores = self.maximize(n, ctx, sampler, scorer, evaluated)
+        excluded = set(_row_keys(evaluated))
+        if self.retrain_after == 1:
+            return _Maximized(pool, pool_scores, np.argsort(pool_scores, kind="stable"), excluded, 0).best(n)
+        # SMAC's challengers: the local searches' end points by score, then the rest of the pool
+        order = np.concatenate([np.argsort(end_scores, kind="stable"),
+                                len(ends) + np.argsort(pool_scores, kind="stable")])
+        self._last = _Maximized(np.concatenate([ends, pool]), np.concatenate([end_scores, pool_scores]), order,
+                                excluded, len(ctx.archive))
+        return self._last.best(n)
+
+    def maximize(self, n: int, ctx: ProposalContext, sampler: Sampler, scorer: Scorer,
+                 evaluated: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Fit the scorer on the archive and search the acquisition (called by :meth:`filtered` when it
+        retrains; ``evaluated``: the archive's distinct configurations, local-search starts). Returns
+        every candidate it scored (the random ones, then each step's neighbours) with their scores,
+        and each local search's end point (where its start stopped improving) with its score."""
         score = scorer.fitted(ctx)
         random_part = sampler.sample(max(self.n_random, n), ctx)
         pool, pool_scores = [random_part], [score(random_part)]
-        evaluated = np.unique(ctx.archive.X, axis=0) if len(ctx.archive) else np.empty((0, ctx.codec.dim))
         starts = np.concatenate([evaluated, random_part])
         start_scores = np.concatenate([score(evaluated) if len(evaluated) else np.empty(0), pool_scores[0]])
         best = np.argsort(start_scores, kind="stable")[: self.n_starts]
         x, sx = starts[best], start_scores[best]
+        ends, end_scores, moving = x.copy(), sx.copy(), np.arange(len(x))
         for _ in range(self.n_steps):
             if len(x) == 0:
                 break
@@ -346,21 +386,42 @@ class LocalAndRandomFilter(_SurrogateFilter):
             better = grouped[np.arange(len(x)), arg] < sx
             x = nb.reshape(len(x), self.n_neighbours, -1)[np.arange(len(x)), arg][better]
             sx = grouped[np.arange(len(sx)), arg][better]
-        return _best_distinct(np.concatenate(pool), np.concatenate(pool_scores), n, evaluated)
+            moving = moving[better]
+            ends[moving], end_scores[moving] = x, sx
+        return np.concatenate(pool), np.concatenate(pool_scores), ends, end_scores
 
 
-def _best_distinct(candidates: np.ndarray, scores: np.ndarray, n: int, exclude: np.ndarray) -> np.ndarray:
-    """The ``n`` lowest-scoring distinct rows of ``candidates`` that are not rows of ``exclude``
-    (ties: candidate order); fewer only if there are not enough distinct rows."""
-    # A row's key: its bytes with NaN (inactive) as −1; converted once for all rows, not row by row.
-    keys, excluded = np.nan_to_num(candidates, nan=-1.0), np.nan_to_num(exclude, nan=-1.0)
-    taken = {row.tobytes() for row in excluded}
-    chosen = []
-    for index in np.argsort(scores, kind="stable"):
-        k = keys[index].tobytes()
-        if k not in taken:
-            taken.add(k)
-            chosen.append(index)
-            if len(chosen) == n:
-                break
-    return candidates[np.array(chosen, dtype=int)]
+def _row_keys(X: np.ndarray) -> list[bytes]:
+    """A key per row of encoded configurations: its bytes with NaN (inactive) as −1 (equal keys: the
+    same configuration); converted once for all rows, not row by row."""
+    return [row.tobytes() for row in np.nan_to_num(X, nan=-1.0)]
+
+
+@dataclass
+class _Maximized:
+    """One maximization of the acquisition by :class:`LocalAndRandomFilter`: the candidates it offers,
+    their scores, the order it offers them in (indices), the keys of the configurations evaluated
+    then, and the archive's length then."""
+
+    candidates: np.ndarray
+    scores: np.ndarray
+    order: np.ndarray
+    excluded: set[bytes]
+    archive_size: int
+
+    def __post_init__(self) -> None:
+        self._keys = np.nan_to_num(self.candidates, nan=-1.0)
+
+    def best(self, n: int, also_excluded: Sequence[bytes] = ()) -> np.ndarray:
+        """The first ``n`` distinct candidates in ``order`` that are neither excluded nor in
+        ``also_excluded``; fewer only if there are not enough."""
+        taken = self.excluded | set(also_excluded)
+        chosen = []
+        for index in self.order:
+            k = self._keys[index].tobytes()
+            if k not in taken:
+                taken.add(k)
+                chosen.append(index)
+                if len(chosen) == n:
+                    break
+        return self.candidates[np.array(chosen, dtype=int)]

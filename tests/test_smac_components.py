@@ -90,6 +90,65 @@ def test_local_and_random_search_returns_legal_new_distinct_points_deterministic
     np.testing.assert_array_equal(runs[0], runs[1])
 
 
+def _add_evaluated(ctx, X):
+    """Evaluate the rows ``X`` on the context's problem and append them to its archive."""
+    problem, archive = ctx.state.problem, ctx.state.archive
+    n, start = len(X), len(archive)
+    result = problem.evaluate(ctx.codec.to_dicts(X), np.full(n, problem.fidelity.r_max))
+    archive.add(X, config_id=start + np.arange(n), batch=start + np.arange(n), stage=np.zeros(n),
+                bracket=np.zeros(n), fidelity=np.full(n, problem.fidelity.r_max), loss=result.loss, cost=result.cost)
+
+
+def test_retrain_after_k_evaluates_the_next_candidates_of_one_maximization_without_drawing():
+    """lrs_retrain_after k = 4: four calls of one point each, evaluated in between, propose what one
+    call for four points proposes (one maximization's first four), the three later calls draw no
+    random numbers; the fifth call (four new evaluations) maximizes anew."""
+    ctx, _ = _context(seed=5)
+    batch = _filter(lrs_retrain_after=4).propose(4, ctx, UniformSampler(), _scorer())
+    ctx, _ = _context(seed=5)
+    f, scorer = _filter(lrs_retrain_after=4), _scorer()
+    proposed = []
+    for call in range(4):
+        before = ctx.rng.bit_generator.state
+        X = f.propose(1, ctx, UniformSampler(), scorer)
+        if call > 0:
+            assert ctx.rng.bit_generator.state == before  # no new maximization
+        proposed.append(X[0])
+        _add_evaluated(ctx, X)
+    np.testing.assert_array_equal(np.array(proposed), batch)
+    before = ctx.rng.bit_generator.state
+    f.propose(1, ctx, UniformSampler(), scorer)
+    assert ctx.rng.bit_generator.state != before  # retrained after four evaluations
+
+
+def test_retrain_after_k_offers_the_local_searches_end_points_first():
+    """With k > 1 a maximization's proposals are its local searches' end points by score (SMAC's
+    challengers), not the best-scored neighbours, which crowd around one search's end."""
+    from metaopt.components.filters import _row_keys
+
+    ctx, _ = _context(n_evaluated=20, seed=7)
+    f, scorer = _filter(lrs_retrain_after=4, lrs_starts=8), _scorer()
+    evaluated = np.unique(ctx.archive.X, axis=0)
+    pool, pool_scores, ends, end_scores = f.maximize(4, ctx, UniformSampler(), scorer, evaluated)
+    assert len(ends) == 8
+    new_ends = [i for i in np.argsort(end_scores, kind="stable") if _row_keys(ends[i:i + 1])[0]
+                not in set(_row_keys(evaluated))]
+    unique_new = list(dict.fromkeys(_row_keys(ends[new_ends])))
+    assert len(unique_new) >= 4  # the seed gives four distinct new end points
+    ctx, _ = _context(n_evaluated=20, seed=7)
+    X = _filter(lrs_retrain_after=4, lrs_starts=8).propose(4, ctx, UniformSampler(), _scorer())
+    assert _row_keys(X) == unique_new[:4]
+
+
+def test_retrain_after_one_is_a_maximization_per_call():
+    ctx, _ = _context(seed=6)
+    f, scorer = _filter(lrs_retrain_after=1), _scorer()
+    for _ in range(3):
+        before = ctx.rng.bit_generator.state
+        _add_evaluated(ctx, f.propose(1, ctx, UniformSampler(), scorer))
+        assert ctx.rng.bit_generator.state != before
+
+
 def test_local_search_improves_on_the_random_candidates():
     ctx, _ = _context(n_evaluated=20, seed=3)
     scorer = _scorer()
@@ -248,13 +307,16 @@ def test_smac_like_is_a_point_of_the_space_and_runs():
 
 def test_best_distinct_skips_repeats_and_excluded_rows_inactive_values_included():
     """The filter's pick: lowest scores first (ties in candidate order), each row once, none of the
-    excluded rows; rows that differ only where one is inactive (NaN) are distinct."""
-    from metaopt.components.filters import _best_distinct
+    excluded rows (those evaluated at the maximization and those passed in later); rows that differ
+    only where one is inactive (NaN) are distinct."""
+    from metaopt.components.filters import _Maximized, _row_keys
 
     nan = np.nan
     candidates = np.array([[0.1, nan], [0.2, 0.5], [0.1, nan], [0.3, 0.0], [0.1, 0.0], [0.9, 0.9]])
     scores = np.array([0.0, 0.5, 0.0, 0.1, 0.2, 0.1])
-    excluded = np.array([[0.3, 0.0]])
-    np.testing.assert_array_equal(_best_distinct(candidates, scores, 4, excluded),
-                                  candidates[[0, 5, 4, 1]])  # row 2 repeats row 0, row 3 is excluded
-    assert len(_best_distinct(candidates, scores, 10, np.empty((0, 2)))) == 5  # only 5 distinct rows
+    maximized = _Maximized(candidates, scores, np.argsort(scores, kind="stable"),
+                           set(_row_keys(np.array([[0.3, 0.0]]))), 0)
+    np.testing.assert_array_equal(maximized.best(4), candidates[[0, 5, 4, 1]])  # row 2 repeats row 0, row 3 is excluded
+    np.testing.assert_array_equal(maximized.best(4, _row_keys(candidates[[5]])), candidates[[0, 4, 1]])
+    assert len(maximized.best(2)) == 2  # a pick leaves the maximization as it was
+    assert len(_Maximized(candidates, scores, np.arange(6), set(), 0).best(10)) == 5  # only 5 distinct rows
