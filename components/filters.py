@@ -352,12 +352,11 @@ class LocalAndRandomFilter(_SurrogateFilter):
         pool, pool_scores, ends, end_scores = self.maximize(n, ctx, sampler, scorer, evaluated)
         excluded = set(_row_keys(evaluated))
         if self.retrain_after == 1:
-            return _Maximized(pool, pool_scores, np.argsort(pool_scores, kind="stable"), excluded, 0).best(n)
+            return _Maximized(pool, np.argsort(pool_scores, kind="stable"), excluded, 0).best(n)
         # SMAC's challengers: the local searches' end points by score, then the rest of the pool
         order = np.concatenate([np.argsort(end_scores, kind="stable"),
                                 len(ends) + np.argsort(pool_scores, kind="stable")])
-        self._last = _Maximized(np.concatenate([ends, pool]), np.concatenate([end_scores, pool_scores]), order,
-                                excluded, len(ctx.archive))
+        self._last = _Maximized(np.concatenate([ends, pool]), order, excluded, len(ctx.archive))
         return self._last.best(n)
 
     def maximize(self, n: int, ctx: ProposalContext, sampler: Sampler, scorer: Scorer,
@@ -400,11 +399,10 @@ def _row_keys(X: np.ndarray) -> list[bytes]:
 @dataclass
 class _Maximized:
     """One maximization of the acquisition by :class:`LocalAndRandomFilter`: the candidates it offers,
-    their scores, the order it offers them in (indices), the keys of the configurations evaluated
-    then, and the archive's length then."""
+    the order it offers them in (indices, by score), the keys of the configurations evaluated then,
+    and the archive's length then."""
 
     candidates: np.ndarray
-    scores: np.ndarray
     order: np.ndarray
     excluded: set[bytes]
     archive_size: int

@@ -314,9 +314,9 @@ def test_best_distinct_skips_repeats_and_excluded_rows_inactive_values_included(
     nan = np.nan
     candidates = np.array([[0.1, nan], [0.2, 0.5], [0.1, nan], [0.3, 0.0], [0.1, 0.0], [0.9, 0.9]])
     scores = np.array([0.0, 0.5, 0.0, 0.1, 0.2, 0.1])
-    maximized = _Maximized(candidates, scores, np.argsort(scores, kind="stable"),
+    maximized = _Maximized(candidates, np.argsort(scores, kind="stable"),
                            set(_row_keys(np.array([[0.3, 0.0]]))), 0)
     np.testing.assert_array_equal(maximized.best(4), candidates[[0, 5, 4, 1]])  # row 2 repeats row 0, row 3 is excluded
     np.testing.assert_array_equal(maximized.best(4, _row_keys(candidates[[5]])), candidates[[0, 4, 1]])
     assert len(maximized.best(2)) == 2  # a pick leaves the maximization as it was
-    assert len(_Maximized(candidates, scores, np.arange(6), set(), 0).best(10)) == 5  # only 5 distinct rows
+    assert len(_Maximized(candidates, np.arange(6), set(), 0).best(10)) == 5  # only 5 distinct rows
