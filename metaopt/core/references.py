@@ -28,6 +28,7 @@ import os
 import re
 import sys
 from dataclasses import asdict, dataclass
+from typing import overload
 from pathlib import Path
 
 import numpy as np
@@ -211,3 +212,17 @@ def resolve_budget(budget: Budget | str | float, problem: Problem) -> Budget:
     if budget.unit != "typical_cost":
         return budget
     return budget.in_cost_units(typical_cost(problem.benchmark, problem.instance))
+
+
+@overload
+def resolve_time_limit(limit: None, problem: Problem) -> None: ...
+@overload
+def resolve_time_limit(limit: float | Budget, problem: Problem) -> float: ...
+def resolve_time_limit(limit: float | Budget | None, problem: Problem) -> float | None:
+    """A simulated-clock time limit on ``problem`` in simulated seconds: ``limit`` as it is if seconds,
+    a typical-cost budget (``10dc``, ``100c``: a clock's ``time_limit``) resolved on this instance
+    (:func:`resolve_budget`); None: no limit. Called by :func:`metaopt.engine.tasks.execute` before a
+    run on the clock and by the optimize stage for ``meta.clock`` (whose objective reads each run at it)."""
+    if limit is None:
+        return None
+    return resolve_budget(limit, problem).amount if isinstance(limit, Budget) else float(limit)

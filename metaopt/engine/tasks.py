@@ -50,12 +50,11 @@ def execute(spec: RunSpec) -> RunOutcome:
     """Run ``spec``; any exception becomes ``RunOutcome.error`` (with its traceback)."""
     try:
         from metaopt.core.benchmarks import get_benchmark
-        from metaopt.core.references import resolve_budget
+        from metaopt.core.references import resolve_time_limit
         from metaopt.engine.simclock import run
 
         problem = get_benchmark(spec.benchmark, spec.yahpo_data).problem(spec.instance)
-        time_limit = (resolve_budget(spec.time_limit, problem).amount if isinstance(spec.time_limit, Budget)
-                      else spec.time_limit)
+        time_limit = resolve_time_limit(spec.time_limit, problem)
         if spec.peer is not None:
             from metaopt.engine.peers import run_peer
 

@@ -146,16 +146,14 @@ class StudyContext:
         """``meta.clock``'s time limit in simulated seconds per training instance (a typical-cost limit
         such as ``10dc`` resolved on each, :func:`metaopt.core.references.resolve_budget`); None off
         the clock. Called by the optimize stage."""
-        from metaopt.core.budget import Budget
-        from metaopt.core.references import resolve_budget
+        from metaopt.core.references import resolve_time_limit
 
         meta = self.study.spec.meta
         if meta is None or meta.clock is None:
             return None
         limit = meta.clock.limit(self.bench.d)
         assert limit is not None  # meta.clock's time limit is required
-        return {i: resolve_budget(limit, self.bench.problem(i)).amount if isinstance(limit, Budget) else float(limit)
-                for i in self.meta_instances}
+        return {i: resolve_time_limit(limit, self.bench.problem(i)) for i in self.meta_instances}
 
     def _error(self, field: str, message: str) -> UsageError:
         """A UsageError naming the study file and ``field``."""
