@@ -153,14 +153,16 @@ def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = N
     cache = load_cache(store, archive_file)
     if not cache:
         raise UsageError(f"{store.meta_runs_dir} holds no finished inner runs to export")
-    lines = [] if clock is None else [json.dumps({META_CLOCK: clock})]
+    lines = []
     for key in sorted(cache):
         record = cache[key]
         compact: dict[str, Any] = {k: record[k] for k in ("hash", "gamma", "instance", "seed", "status", "objective", "inner_budget")
                    if k in record}
         compact["summary"] = {k: v for k, v in record.get("summary", {}).items() if k in ARCHIVE_SUMMARY_FIELDS}
         lines.append(json.dumps(jsonable(compact)))  # γ's key order as stored: it is the archive's column order
-    runs = len(lines) - (clock is not None)
+    runs = len(lines)
+    if clock is not None:  # the settings go first: read_archived_clock reads line 1
+        lines.insert(0, json.dumps({META_CLOCK: clock}))
     # the trials of the search and of its baselines in order: a finished search is restored, not replayed
     logs: list[tuple[str | None, Path]] = [(None, log) for log in store.trials_logs()]
     logs += [(name, log) for name, paths in sorted(store.baseline_trials_logs().items()) for log in paths]
