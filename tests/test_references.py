@@ -136,6 +136,23 @@ def test_yahpo_fingerprint_covers_the_data_files(yahpo_data, tmp_path):
     assert YahpoBenchmark("lcbench", tmp_path).fingerprint() != same
 
 
+def test_a_synthetic_model_edit_keys_new_references(monkeypatch):
+    """The synthetic families' losses come from three source files; an edit of any of them (here: its
+    digest) must give another cache file, not the reference computed for the old model."""
+    from metaopt.core.benchmarks import synthetic
+
+    inst = BENCH.test_instances[0]
+    before = _cache_path(BENCH, inst)
+    digest = synthetic.code_digest
+    for module in ("metaopt.core.benchmarks.synthetic", "metaopt.core.benchmarks.synthetic_cells",
+                   "metaopt.core.benchmarks.synthetic_gaps"):
+        monkeypatch.setattr(synthetic, "code_digest",
+                            lambda m, edited=module: "edited" if m.__name__ == edited else digest(m))
+        assert _cache_path(BENCH, inst) != before, module
+    monkeypatch.setattr(synthetic, "code_digest", digest)
+    assert _cache_path(BENCH, inst) == before
+
+
 @pytest.mark.parametrize("damage", [
     lambda ref: {**ref, "y_min": ref["y_max"], "y_max": ref["y_min"]},  # swapped
     lambda ref: {**ref, "y_max": float("nan")},

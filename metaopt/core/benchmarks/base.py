@@ -24,8 +24,8 @@ from metaopt.core.errors import UsageError
 
 
 def code_digest(obj: Any) -> str:
-    """The SHA-256 (first 16 hex digits) of the source file that defines ``obj`` (a class or a function),
-    for :meth:`Benchmark.fingerprint`: an edit of that file gives another digest. A function without a
+    """The SHA-256 (first 16 hex digits) of the source file that defines ``obj`` (a class, a function or
+    a module), for :meth:`Benchmark.fingerprint`: an edit of that file gives another digest. A function without a
     source file (defined in an interactive session) is digested by its compiled code instead."""
     try:
         data = Path(inspect.getsourcefile(obj) or "").read_bytes()

@@ -70,6 +70,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import sys
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -77,7 +78,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from ConfigSpace import ConfigurationSpace, EqualsCondition
 
-from metaopt.core.benchmarks.base import Benchmark, Evaluation, Fidelity, ParamSpec, split_instances
+from metaopt.core.benchmarks import synthetic_cells, synthetic_gaps
+from metaopt.core.benchmarks.base import Benchmark, Evaluation, Fidelity, ParamSpec, code_digest, split_instances
 from metaopt.core.benchmarks.synthetic_cells import CellsModel
 from metaopt.core.benchmarks.synthetic_gaps import GAPS
 from metaopt.core.errors import UsageError
@@ -505,6 +507,14 @@ class SyntheticBenchmark(Benchmark):
                 f"unknown instance {key!r} for benchmark {self.name}; known instances: 0..{N_INSTANCES - 1}"
             )
         return int(key)
+
+    def fingerprint(self) -> str:
+        """The base fingerprint (the name; a subclass outside metaopt adds its own code) plus the digests
+        of the three source files the losses come from (this module, the cells model, the calibrated
+        gaps): editing a family's model gives new cached regret references
+        (:mod:`metaopt.core.references`) instead of the stale ones a name alone would key."""
+        modules = (sys.modules[__name__], synthetic_cells, synthetic_gaps)
+        return f"{super().fingerprint()}+model:" + "+".join(code_digest(m) for m in modules)
 
     def best_known(self, instance: str | int) -> float:
         """The exact minimum of the full-fidelity loss (y* of the instance)."""
