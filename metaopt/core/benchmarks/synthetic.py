@@ -73,7 +73,7 @@ import math
 import sys
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
 
 import numpy as np
 from ConfigSpace import ConfigurationSpace, EqualsCondition
@@ -398,9 +398,42 @@ _FAMILIES: dict[str, _Family] = {
     ),
 }
 
-# Typed Any: both models have the same methods, each on its own batch type (_Batch, CellsBatch), which
-# a union cannot express (mypy would pair one model's batch with the other's methods).
-_MODELS: dict[str, Any] = {**_FAMILIES, "cells": CellsModel()}
+Batch = TypeVar("Batch")
+Tables = TypeVar("Tables")
+
+
+class SyntheticModel(Protocol[Batch, Tables]):
+    """What :class:`SyntheticBenchmark` and the calibration read of a family's model: :class:`_Family`
+    (mlp, boosting, rosenbrock) and :class:`~metaopt.core.benchmarks.synthetic_cells.CellsModel`, each
+    with its own batch of decoded configurations and its own per-instance tables."""
+
+    @property
+    def fidelity(self) -> Fidelity: ...
+    @property
+    def loss_name(self) -> str: ...
+    @property
+    def cost_name(self) -> str: ...
+    @property
+    def cheap_end(self) -> dict[str, str]: ...
+    @property
+    def best(self) -> tuple[float, float]: ...
+    @property
+    def names(self) -> tuple[str, ...]: ...
+    @property
+    def curve(self) -> Callable[[Batch], tuple[np.ndarray, np.ndarray]]: ...
+    @property
+    def cost(self) -> Callable[[Batch, np.ndarray], np.ndarray]: ...
+    def space(self, name: str) -> ConfigurationSpace: ...
+    def draw(self, rng: np.random.Generator) -> tuple[Tables, dict[str, Any]]: ...
+    def random_batch(self, rng: np.random.Generator, n: int) -> Batch: ...
+    def decode(self, name: str, configs: Sequence[Mapping[str, Any]]) -> Batch: ...
+    def excess(self, tables: Tables, x: Batch) -> np.ndarray: ...
+    def noise_columns(self, x: Batch) -> list[np.ndarray]: ...
+
+
+# The batch and tables types are Any here: each model has its own, which a union cannot pair with its
+# methods; SyntheticModel checks the methods themselves.
+_MODELS: dict[str, SyntheticModel[Any, Any]] = {**_FAMILIES, "cells": CellsModel()}
 """Every family's model: the shared one above, or ``cells``'s own (:mod:`metaopt.core.benchmarks.synthetic_cells`)."""
 FAMILIES: tuple[str, ...] = tuple(_MODELS)
 
