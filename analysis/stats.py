@@ -22,12 +22,19 @@ import pandas as pd
 from scipy import stats
 
 
+def seeds_are_replicates(n_instances: int) -> bool:
+    """Whether a comparison's replicates are seeds rather than instances: when every run is on one
+    instance (a scenario with a single instance, such as nb301's CIFAR10) the seeds are the only
+    repeats, and a spread over one instance would be undefined (NaN). The rule of every mean ± s.e.,
+    rank and paired test here (:func:`replicate_columns`) and of the evaluated ablation's estimates."""
+    return n_instances == 1
+
+
 def replicate_columns(per_run: pd.DataFrame) -> list[str]:
     """The columns whose values name one replicate of a comparison: ``["instance"]`` (seeds are averaged
-    per instance), or ``["instance", "seed"]`` when every run is on one instance (a scenario with a single
-    instance, such as nb301's CIFAR10): then the seeds are the only repeats, and a spread over one
-    instance would be undefined (NaN). Called by every mean ± s.e., rank and paired test over instances."""
-    return ["instance"] if per_run["instance"].nunique() != 1 else ["instance", "seed"]
+    per instance), or ``["instance", "seed"]`` when every run is on one instance
+    (:func:`seeds_are_replicates`). Called by every mean ± s.e., rank and paired test over instances."""
+    return ["instance", "seed"] if seeds_are_replicates(per_run["instance"].nunique()) else ["instance"]
 
 
 def replicates_phrase(per_run: pd.DataFrame, kind: str = "") -> str:

@@ -181,6 +181,25 @@ def test_evaluated_estimator_end_to_end_and_resumes(tmp_path, capsys):
                                                           "allowed: evaluated, surrogate")
 
 
+def test_evaluated_estimates_on_one_instance_spread_over_its_seeds(tmp_path):
+    """With one instance (a scenario like nb301) the seeds are the replicates: the s.e. is theirs, not NaN."""
+    argv = ["ablate", "--benchmark", "synthetic:mlp", "--from", "rs", "--to", "hb", "--estimator", "evaluated",
+            "--instances", "test", "--limit", "1", "--seeds", "3", "--budget", "2d", "--variant", "ofat",
+            "--out", str(tmp_path), "--quiet"]
+    assert main(argv) == 0
+    folder = tmp_path / "ablation" / "rs-to-hb-evaluated"
+    ofat = pd.read_csv(folder / "ofat.csv")
+    regrets = {}
+    for p in folder.glob("runs/*/*/seed-*.json"):
+        record = json.loads(p.read_text())
+        regrets.setdefault(gamma_hash(record["gamma"]), []).append(record["regret"])
+    meta = json.loads((folder / "meta.json").read_text())
+    source = np.array(regrets[gamma_hash(meta["source"]["config"])])
+    assert len(source) == 3 and ofat["se"].iloc[0] == pytest.approx(np.std(source, ddof=1) / np.sqrt(3))
+    assert ofat["mean"].iloc[0] == pytest.approx(source.mean())
+    assert "the 3 seeds of its one instance" in (folder / "ofat.md").read_text()
+
+
 def synthetic_archive(n_configs=40, seed=0):
     """Archive rows of table4-space configurations: kde sampling is 0.3 better, instances differ by 0.1."""
     rng = np.random.default_rng(seed)

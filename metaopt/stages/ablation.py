@@ -37,6 +37,7 @@ import pandas as pd
 from ConfigSpace import ConfigurationSpace
 from ConfigSpace.util import deactivate_inactive_hyperparameters
 
+from metaopt.analysis.stats import seeds_are_replicates
 from metaopt.stages.ablation_estimators import EvaluatedEstimator, Gamma, SurrogateEstimator
 from metaopt.core.budget import Budget
 from metaopt.core.errors import UsageError
@@ -438,6 +439,9 @@ def _caption(spec: AblationSpec, details: dict[str, Any]) -> str:
     if spec.estimator == "evaluated":
         instances = details["instances"]
         shown = ", ".join(instances[:6]) + (" ..." if len(instances) > 6 else "")
+        if seeds_are_replicates(len(instances)):
+            return (f"evaluated: mean normalized regret at budget {spec.budget} ± s.e. over the {len(spec.seeds)} "
+                    f"seeds of its one instance ({shown})")
         return (f"evaluated: mean normalized regret at budget {spec.budget} ± s.e. over {len(instances)} instances "
                 f"({shown}), seeds averaged per instance ({len(spec.seeds)} seeds"
                 f"{', racing' if spec.race else ''})")

@@ -1,7 +1,8 @@
 """How an ablation estimates a configuration γ's performance (lower is better): two estimators.
 
 ``EvaluatedEstimator`` runs γ on instances × seeds; its estimate is the mean normalized regret at
-the budget ± s.e. over instances (seeds averaged per instance first). Each run is stored as
+the budget ± s.e. over instances (seeds averaged per instance first; over the seeds when there is one
+instance). Each run is stored as
 ``<store>/<γ hash>/<instance>/seed-<k>.json`` (written atomically as it finishes); stored finished
 runs are never rerun, runs that raised are retried by the next call (until then they count with
 the meta-optimization's crash objective, ``metaopt.stages.meta.CRASH_OBJECTIVE``), and a damaged record
@@ -37,6 +38,7 @@ from ConfigSpace.hyperparameters import CategoricalHyperparameter, NumericalHype
 from tqdm import tqdm
 
 from metaopt.analysis.meta_model import N_TREES, SEED, MetaArchiveModel, meta_archive_model
+from metaopt.analysis.stats import seeds_are_replicates
 from metaopt.core.budget import Budget
 from metaopt.core.executor import Executor
 from metaopt.stages.meta import meta_objective
@@ -102,8 +104,16 @@ class EvaluatedEstimator:
                   for i in self.instances]
         return np.array([np.mean(v) if v else math.nan for v in values])
 
+    def _replicates(self, h: str) -> np.ndarray:
+        """What the estimate's mean ± s.e. is taken over: each instance's mean over its stored seeds, or,
+        with a single instance, the stored seeds' regrets (:func:`metaopt.analysis.stats.seeds_are_replicates`)."""
+        if not seeds_are_replicates(len(self.instances)):
+            return self._per_instance(h, self.seeds)
+        return np.array([self.records[(h, i, s)]["regret"] for i in self.instances for s in self.seeds
+                         if (h, i, s) in self.records])
+
     def _estimate(self, h: str) -> tuple[float, float]:
-        y = self._per_instance(h, self.seeds)
+        y = self._replicates(h)
         y = y[~np.isnan(y)]
         se = float(np.std(y, ddof=1) / math.sqrt(len(y))) if len(y) > 1 else math.nan
         return float(np.mean(y)), se
