@@ -17,8 +17,10 @@ PEER_NOTES: dict[tuple[str, str, str], str] = {
         "(random forest of 10 trees on log losses, log-EI maximized by random candidates plus a local search "
         "from the best, 20% random points). What remains different: SMAC starts from a Sobol design of up to "
         "a quarter of the budget, draws 10,000 random challengers (smac_like 2,000), and its forest imputes "
-        "inactive hyperparameters and splits differently. Where SMAC leads, those are the candidates; the "
-        "Sobol start is a design choice our space does not have yet."),
+        "inactive hyperparameters and splits differently. Where SMAC leads, those are the candidates. The "
+        "Sobol start is in our space since 2026-11-27 (`initial_design_per_dim`); smac_like with it, alone or "
+        "with SMAC's retraining every 8 configurations, ended worse at 10d on lcbench and no better at 30d "
+        "(the overhead section's note on smac_like)."),
     ("smac_hb", "quality", "*"): (
         "Why: SMAC's HyperbandFacade and hb are the same algorithm (uniform random configurations, "
         "successive-halving brackets with η = 3, the same fidelity range); they differ in their random draws "
@@ -104,7 +106,14 @@ OVERHEAD_NOTES: dict[str, str] = {
         "0.007 at 30d on lcbench (p = 2e-7). What is left on rbv2_xgboost (cProfile): predicting the 4,000 "
         "candidates of a batch, the cross-kernel and the triangular solve of the variance, two thirds of the "
         "run; CPU time over the limit 120× there (about 70× on lcbench), one process, loaded machine; growth "
-        "exponent 100d → 300d on lcbench/34539 1.22 (CPU time 5.1 → 19.3 s)."),
+        "exponent 100d → 300d on lcbench/34539 1.22 (CPU time 5.1 → 19.3 s). SMAC's initial design "
+        "(`initial_design_per_dim` 10, 2026-11-27, `studies/initial_design_*.yaml`: the first min(10·d, B/4) "
+        "configurations a Sobol design) saves little time, since the early fits are the cheap ones (CPU time "
+        "of a 30d run 0.48 → 0.43 s on lcbench, 2.13 → 1.80 s on rbv2_xgboost), and trades regret at 10d for "
+        "regret at 30d: variant − bo_gp_ei at 10d / 30d of 30d runs +0.050 ± 0.008 (Wilcoxon p = 1.5e-7) / "
+        "−0.011 ± 0.005 (p = 0.048) on 26 lcbench test instances × 3 seeds, +0.036 ± 0.041 (p = 0.064) / "
+        "−0.023 ± 0.017 (p = 0.73) on 10 rbv2_xgboost × 3; in runs of 10d on lcbench (17 Sobol points) +0.0002 "
+        "± 0.005 (p = 1). Not a speed lever: bo_gp_ei is unchanged."),
     "smashy_lcbench_hb": (
         "The kknn7 surrogate's neighbour query was most of this row: every batch scores the progressive "
         "filter's pool of n'·max(N_s⁰, N_s¹) candidates against the whole archive, so the run grew "
@@ -147,7 +156,14 @@ OVERHEAD_NOTES: dict[str, str] = {
         "candidates per 8 evaluations; 52× on lcbench and 48× on rbv2_xgboost in CPU time against 93× and 95×, "
         "growth exponent 100d → 300d 1.01) ends worse on the mean as well, 2026-11-27: 26 lcbench instances × 6 "
         "seeds +0.0115 ± 0.0054 at 30d (p = 0.11), 10 rbv2_xgboost × 3 +0.0048 ± 0.0025 at 30d (p = 0.15) and "
-        "+0.026 ± 0.019 at 10d (p = 0.055) (`studies/model_speed_*.yaml`), so bo_rf_ei stays as it is."),
+        "+0.026 ± 0.019 at 10d (p = 0.055) (`studies/model_speed_*.yaml`), so bo_rf_ei stays as it is. "
+        "SMAC's initial design (`initial_design_per_dim` 10, 2026-11-27, `studies/initial_design_*.yaml`: the "
+        "first min(10·d, B/4) configurations a Sobol design) ends worse at 10d, alone and with `mu` 8: variant − "
+        "bo_rf_ei at 10d / 30d of 30d runs, the design +0.041 ± 0.014 (Wilcoxon p = 0.0002) / +0.009 ± 0.005 "
+        "(p = 0.094) on 26 lcbench test instances × 3 seeds, +0.029 ± 0.012 (p = 0.016) / +0.001 ± 0.004 (p = "
+        "0.95) on 10 rbv2_xgboost × 3 (CPU time of a 30d run 0.74 → 0.58 s and 1.94 → 1.51 s); with `mu` 8 "
+        "+0.035 ± 0.016 (p = 0.007) / +0.022 ± 0.006 (p = 0.002) on lcbench, +0.013 ± 0.007 (p = 0.11) / "
+        "−0.002 ± 0.003 (p = 0.74) on rbv2_xgboost (0.30 s and 0.74 s). bo_rf_ei stays as it is."),
     "metaopt_lcbench": (
         "the design the lcbench and rbv2_xgboost studies found (cfo_then_rf): FLOW² for the first half of "
         "the budget, one evaluation per batch, then smac_like's forest of 10 trees on log losses and log-EI "
@@ -249,7 +265,22 @@ OVERHEAD_NOTES: dict[str, str] = {
         "the 8 best-scored candidates, mostly one local search's last neighbours: +0.134 ± 0.020 / +0.080 ± "
         "0.020 (p = 9e-8 / 6e-8). So smac_like is unchanged; k = 4 and k = 8 reach its speed targets at 30d "
         "(but not the growth exponent: the trees are still grown on the whole archive, 1.66 from 100d to "
-        "300d with k = 4) at a regret cost the 10d numbers show."),
+        "300d with k = 4) at a regret cost the 10d numbers show. SMAC's HPO facade starts with an initial "
+        "design, which our run did not have: since 2026-11-27 `initial_design_per_dim` n (SMAC: 10) makes the "
+        "first min(n·d, B/4) configurations a scrambled Sobol design. Measured the same day, paired against "
+        "smac_like (`studies/initial_design_*.yaml`; variant − smac_like at 10d / 30d of 30d runs, Wilcoxon p; "
+        "CPU time of a 30d run, one process, loaded machine): SMAC's own settings, the design and k = 8, "
+        "+0.136 ± 0.022 (p = 1.5e-7) / +0.012 ± 0.019 (p = 0.067) on 26 lcbench test instances × 3 seeds, "
+        "1.58 → 0.28 s, and +0.030 ± 0.032 (p = 0.32) / +0.021 ± 0.031 (p = 0.94) on 10 rbv2_xgboost × 3, "
+        "5.28 → 1.03 s; the design and k = 4 +0.109 ± 0.021 (p = 4e-6) / +0.017 ± 0.019 (p = 0.12) on lcbench, "
+        "0.45 s, and +0.010 ± 0.035 (p = 0.62) / −0.0004 ± 0.026 (p = 0.94) on rbv2_xgboost, 1.74 s; the "
+        "design alone +0.104 ± 0.021 (p = 9e-6) / +0.018 ± 0.024 (p = 0.78) on lcbench, −0.0005 ± 0.014 at "
+        "30d on rbv2_xgboost. In a 30d run the design is 52 of lcbench's first 70 evaluations, which smac_like "
+        "spends on its forest. In runs of 10d (a design of 17; `studies/initial_design_lcbench_10d.yaml`) the "
+        "design alone costs nothing (+0.001 ± 0.016, p = 0.92), but it does not pay for retraining less "
+        "often: k = 8 +0.059 ± 0.022 (p = 0.004), k = 4 +0.042 ± 0.021 (p = 0.046), as without it (+0.062 "
+        "and +0.038 above). So the initial design does not make SMAC's retraining schedule free on lcbench, "
+        "and smac_like is unchanged."),
     "rs": (
         "one evaluation per batch: its ratio is mostly the price of one benchmark call per evaluation "
         "(a YAHPO ONNX session run costs about a millisecond) against one batched call; every sequential "

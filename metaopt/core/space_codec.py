@@ -390,6 +390,25 @@ class SpaceCodec:
             conditions=[(j, [_condition_test(cond) for cond in conds]) for j, conds in self._conditions_in_order],
         )
 
+    def from_unit_cube(self, U: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Points of the unit cube, one column per hyperparameter, as valid configuration vectors.
+
+        Called by the initial design (:mod:`metaopt.components.proposals`) with quasi-random points.
+        Column j spreads over hyperparameter j's values: a number's vector range linearly (an
+        integer then snapped to the nearest legal value, as SMAC's initial designs do), a
+        categorical's or ordinal's m choices in equal parts (u in [i/m, (i+1)/m) is choice i); a
+        constant keeps its value. :meth:`repair` then deactivates what the conditions switch off
+        and replaces rows that violate a forbidden clause by uniform samples from ``rng`` (its only
+        draws). Returns an array of shape ``U.shape``.
+        """
+        U = np.asarray(U, dtype=float).reshape(-1, self.dim)
+        plan = self._repair_plan
+        X = plan.lower + U * (plan.upper - plan.lower)
+        cat = plan.categorical
+        choices = self.layout.n_choices[cat]
+        X[:, cat] = np.minimum(np.floor(U[:, cat] * choices), choices - 1)
+        return self.repair(X, rng)
+
     def repair(self, X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Make arbitrary (e.g. perturbed) vectors valid configurations; returns a repaired copy.
 
