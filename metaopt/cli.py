@@ -65,12 +65,14 @@ def _duration_type(text: str) -> float:
     return seconds
 
 
-def _sim_time_type(text: str) -> float:
-    """``--sim-time``: a duration of simulated time > 0, as :func:`_duration_type` reads it."""
-    seconds = _duration_type(text)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"expected a duration > 0 such as 90m, 2.5h or 600s, got {text!r}")
-    return seconds
+def _sim_time_type(text: str) -> str:
+    """``--sim-time``: a simulated-clock time limit in the forms a study's ``time_limit`` takes
+    (:func:`metaopt.core.budget.is_time_limit`), read on the run's instance by :func:`cmd_run`."""
+    from metaopt.core.budget import TIME_LIMIT_FORMS, is_time_limit
+
+    if not is_time_limit(text):
+        raise argparse.ArgumentTypeError(f"must be {TIME_LIMIT_FORMS}, got {text!r}")
+    return text
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -195,8 +197,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
     from metaopt.core.benchmarks import get_benchmark
-    from metaopt.core.budget import Budget
-    from metaopt.core.references import get_reference
+    from metaopt.core.budget import Budget, parse_time_limit
+    from metaopt.core.references import get_reference, resolve_time_limit
     from metaopt.engine.peers import PEERS, run_peer
     from metaopt.engine.simclock import run
     from metaopt.store.run_io import RunResult, summary_file, trace_file, write_run
@@ -209,6 +211,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     name, config = (peer, None) if peer else _resolve_optimizer(args, problem.fidelity)
     budget = Budget.parse(args.budget, problem.d)
     reference = get_reference(bench, problem.instance)
+    time_limit = None if args.sim_time is None else resolve_time_limit(parse_time_limit(args.sim_time, problem.d),
+                                                                        problem)
     with tqdm(total=1.0, desc=f"{name} on {problem}", unit="budget", disable=True if args.quiet else None,
               bar_format="{l_bar}{bar}| {n:.0%} [{elapsed}<{remaining}]") as bar:
         def progress(t: float) -> None:
@@ -216,11 +220,11 @@ def cmd_run(args: argparse.Namespace) -> None:
             bar.refresh()
         if peer:
             result: RunResult = run_peer(peer, problem, args.seed, budget, reference=reference, progress=progress,
-                                         workers=args.sim_workers, time_limit=args.sim_time)
+                                         workers=args.sim_workers, time_limit=time_limit)
         else:
             assert config is not None  # resolved above
             result = run(config, problem, args.seed, budget, progress=progress, reference=reference,
-                         workers=args.sim_workers, time_limit=args.sim_time)
+                         workers=args.sim_workers, time_limit=time_limit)
     result.summary["optimizer"] = name
     if not peer:
         result.summary["best_config"] = result.config  # type: ignore[attr-defined]
@@ -335,7 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "simulated seconds (the trace gets worker, sim_start and sim_time)")
             p.add_argument("--sim-time", type=_sim_time_type, metavar="DURATION",
                            help="on the simulated clock: start nothing after this much simulated time (90m, 2.5h, "
-                                "600s) and discard results arriving later")
+                                "600s, or 30dc / 100c: the time of 30 x d / 100 typical full evaluations of the "
+                                "instance) and discard results arriving later")
         _add_data_option(p)
         p.set_defaults(func=func)
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metaopt.core.budget import BUDGET_TOLERANCE, Budget, BudgetMeter, split_spec
+from metaopt.core.budget import BUDGET_TOLERANCE, Budget, BudgetMeter, is_time_limit, parse_time_limit, split_spec
 from metaopt.core.errors import UsageError
 
 ROUNDING = 1e-12
@@ -32,6 +32,18 @@ def test_split_spec_gives_number_and_suffix():
     assert split_spec(".5s") == (0.5, "s")
     with pytest.raises(UsageError, match="not understood"):
         split_spec("ten")
+
+
+def test_a_time_limit_is_a_duration_or_a_typical_cost():
+    """The one reading of a simulated-clock time limit (a study's clock and `metaopt run --sim-time`):
+    durations in seconds, typical costs as budgets resolved per instance later; nothing else."""
+    assert parse_time_limit("90m", 7) == 5400.0 and parse_time_limit("600", 7) == 600.0
+    assert parse_time_limit("3.75dc", 8) == Budget(30.0, "typical_cost", "3.75dc")
+    assert parse_time_limit("100c", None) == Budget(100.0, "typical_cost", "100c")
+    assert all(map(is_time_limit, ["2.5h", "600s", "600", "30dc", "100c", "0.5dc"]))
+    assert not any(map(is_time_limit, ["0s", "0", "0dc", "30d", "-5m", "soon", "30dcs", ""]))
+    with pytest.raises(UsageError, match="needs one benchmark's d"):
+        parse_time_limit("30dc", None)
 
 
 def test_typical_cost_budgets_are_resolved_before_a_run():

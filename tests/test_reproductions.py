@@ -219,13 +219,16 @@ def test_bad_claims_files_name_the_field(tmp_path, text, fragment):
 
 
 def test_the_shipped_claims_name_existing_studies_and_their_optimizers():
-    from metaopt.store.study_spec import load_study
+    """Each optimizer a claim tests is one its studies evaluate, under its stored name: on the clock
+    ``<optimizer>@w<N>`` for each worker count (clock_run_name)."""
+    from metaopt.store.study_spec import clock_run_name, load_study
 
     for claim in load_claims(REPO / "docs" / "claims.yaml"):
         evaluated = set()
         for name in claim.studies:
-            spec = load_study(REPO / "studies" / f"{name}.yaml").spec
-            evaluated |= {o if isinstance(o, str) else o.name for o in spec.evaluation.optimizers}
+            ev = load_study(REPO / "studies" / f"{name}.yaml").spec.evaluation
+            names = {o if isinstance(o, str) else o.name for o in ev.optimizers}
+            evaluated |= {clock_run_name(o, w) for o in names for w in ev.clock.workers} if ev.clock else names
         missing = set(claim.test.optimizers + claim.test.than) - evaluated
         assert not missing, (claim.id, missing)
 

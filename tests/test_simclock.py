@@ -233,7 +233,31 @@ def test_metaopt_run_on_the_clock_writes_the_clock_columns(capsys, tmp_path):
     assert summary["workers"] == 4 and summary["sim_time"] <= 60.0
     capsys.readouterr()
     for flag, value, message in (("--sim-workers", "0", "argument --sim-workers: must be an integer >= 1"),
-                                 ("--sim-time", "0s", "argument --sim-time: expected a duration > 0")):
+                                 ("--sim-time", "0s", "argument --sim-time: must be a simulated duration > 0")):
         assert main([*argv, flag, value]) == 2
         lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith(f"metaopt: error: {message}"), lines
+
+
+def test_metaopt_run_takes_a_typical_cost_time_limit_as_a_study_does(capsys, tmp_path):
+    """``--sim-time 0.5dc`` is the time of d/2 typical full evaluations of the instance, resolved as a
+    study's ``evaluation.clock.time_limit`` is (references.resolve_time_limit): the same trace as the run
+    given those seconds; what is neither a duration nor a typical cost is refused with one line."""
+    from metaopt.cli import main
+    from metaopt.core.references import resolve_time_limit
+
+    argv = ["run", "--benchmark", "synthetic:mlp", "--instance", "0", "--optimizer", "asha", "--budget", "4d",
+            "--quiet", "--sim-workers", "4"]
+    assert main([*argv, "--sim-time", "0.5dc", "--out", str(tmp_path / "run")]) == 0
+    seconds = resolve_time_limit(Budget.parse("0.5dc", PROBLEM.d), PROBLEM)
+    expected = run(_config("asha"), PROBLEM, 1, "4d", workers=4, time_limit=seconds)
+    assert expected.summary["stop_reason"] == "time"  # the limit is what ends the run
+    trace = pd.read_csv(tmp_path / "run" / "trace.csv")
+    np.testing.assert_array_equal(trace["sim_time"], expected.trace["sim_time"])
+    capsys.readouterr()
+    for value in ("2d", "0dc", "3dcs", "soon"):
+        assert main([*argv, "--sim-time", value]) == 2
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("metaopt: error: argument --sim-time: must be a simulated "
+                                                       "duration > 0"), (value, lines)
+        assert "30dc" in lines[0]

@@ -8,7 +8,7 @@ import pytest
 from ConfigSpace import ConfigurationSpace
 
 from metaopt.analysis.termination import rtc, ryc
-from metaopt.stages.evaluation import termination_metrics
+from metaopt.stages.evaluation import termination_metrics, write_termination_table
 from metaopt.spaces.design_space import without_stopping
 from metaopt.components.stopping import WARMUP, ConvergenceRule, EIThresholdRule, RegretBoundRule, beta
 from metaopt.core.archive import Archive
@@ -17,8 +17,11 @@ from metaopt.core.benchmarks.base import Benchmark, Evaluation, Fidelity
 from metaopt.core.budget import Budget
 from metaopt.core.context import RunState
 from metaopt.engine.loop import run
+from metaopt.engine.simclock import run as run_on_clock
+from metaopt.engine.trace import stopped_early
 from metaopt.spaces.design_space import validate
 from metaopt.spaces.presets import get_preset
+from metaopt.store.store import EvalFiles
 
 ROSENBROCK = get_benchmark("synthetic:rosenbrock").problem("0")
 
@@ -151,6 +154,26 @@ def test_stopped_run_agrees_with_the_full_run_and_metrics():
     assert metrics["rtc"] == pytest.approx(rtc(stopped.trace, full.trace)) and 0 < metrics["rtc"] < 1
     assert metrics["rtc_budget"] == pytest.approx((40 - n) / 40)
     assert metrics["stopped_at_budget"] == pytest.approx(n)
+
+
+def test_a_run_the_clocks_time_limit_ended_did_not_stop_early(tmp_path):
+    """On the simulated clock, a run whose rule has not fired by the time limit ends with stop reason
+    `time`: the termination table counts it as run to its end (stopped 0), like a run that spent its
+    budget, and only a run its rule ended as stopped early (1)."""
+    config = with_rule("rs", ROSENBROCK, "conv", stop_conv_patience=5)
+    ruled = run_on_clock(config, ROSENBROCK, 1, "40", workers=2)
+    limit = ruled.summary["sim_time"] / 3
+    timed = run_on_clock(config, ROSENBROCK, 1, "40", workers=2, time_limit=limit)
+    assert (ruled.summary["stop_reason"], timed.summary["stop_reason"]) == ("conv", "time")
+    full = {key: run_on_clock(without_stopping(config), ROSENBROCK, 1, "40", workers=2, time_limit=t)
+            for key, t in (("ruled", None), ("timed", limit))}
+    results = [({"optimizer": name, "instance": key, "seed": 1}, res)
+               for key, stopped in (("ruled", ruled), ("timed", timed))
+               for name, res in (("rs_conv", stopped), ("rs", full[key]))]
+    write_termination_table(EvalFiles(tmp_path), results, {"rs_conv": "rs"}, "caption")
+    per_run = pd.read_csv(tmp_path / "termination_runs.csv").set_index("instance")
+    assert per_run.loc["ruled", "stopped"] == 1.0 and per_run.loc["timed", "stopped"] == 0.0
+    assert not stopped_early("time") and not stopped_early("budget") and stopped_early("conv")
 
 
 def test_ryc_and_rtc_formulas():

@@ -149,6 +149,33 @@ class Budget:
         return f"{self.amount:g} {unit}" + (f" ({self.spec})" if self.spec else "")
 
 
+TIME_LIMIT_FORMS = ("a simulated duration > 0 such as 90m, 2.5h or 600s (a bare number: seconds), or the time of "
+                    "typical full evaluations of each instance: 30dc (30 x d) or 100c")
+"""What a simulated-clock time limit may be: the end of the one error line for any other text."""
+
+
+def is_time_limit(text: str) -> bool:
+    """Whether ``text`` is a simulated-clock time limit (:data:`TIME_LIMIT_FORMS`): a duration > 0 or a
+    typical-cost budget > 0 (``30dc``, ``100c``). Checked by the study fields ``evaluation.clock`` and
+    ``meta.clock`` ``time_limit`` and by ``metaopt run --sim-time`` before anything runs."""
+    if parse_duration(text) > 0:
+        return True
+    try:
+        amount, unit = split_spec(text)
+    except UsageError:
+        return False
+    return unit in ("c", "dc") and amount > 0
+
+
+def parse_time_limit(text: str, d: float | None) -> float | Budget:
+    """A time limit that :func:`is_time_limit` accepts: simulated seconds, or a typical-cost budget that
+    :func:`metaopt.core.references.resolve_time_limit` resolves to seconds on each instance. Called
+    when a study's clock is read and by ``metaopt run --sim-time``; UsageError for ``30dc`` when ``d``
+    is None (a pooled benchmark)."""
+    seconds = parse_duration(text)
+    return seconds if seconds > 0 else Budget.parse(text, d)
+
+
 class BudgetMeter:
     """The budget account of one run: what it has spent, what is left, what still fits.
 

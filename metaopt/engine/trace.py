@@ -66,6 +66,19 @@ def _last(trace: pd.DataFrame, column: str) -> float | None:
     return float(trace[column].iloc[-1]) if len(trace) and column in trace else None
 
 
+LIMIT_STOP_REASONS = ("budget", "time")
+"""Stop reasons of a run that went as far as it was allowed: its budget, or the simulated clock's time
+limit (:mod:`metaopt.engine.simclock`). Any other (a stopping rule's name, a peer that stopped itself)
+ended the run early."""
+
+
+def stopped_early(stop_reason: str) -> bool:
+    """Whether a run whose summary has this ``stop_reason`` was ended early (by a stopping rule or a peer)
+    rather than by its budget or its time limit. Called by the evaluation's termination table (the share
+    of runs stopped early) and by :func:`metaopt.stages.evaluation.termination_metrics`."""
+    return stop_reason not in LIMIT_STOP_REASONS
+
+
 def summarize(trace: pd.DataFrame, problem: Problem, budget: Budget, stop_reason: str, seed: int,
               config: dict[str, Any], reference: Any = None) -> dict[str, Any]:
     """The summary of a run: final losses and regrets, budget and cost spent, why it stopped."""

@@ -36,6 +36,7 @@ from metaopt.core.budget import Budget
 from metaopt.core.errors import UsageError
 from metaopt.core.executor import Executor
 from metaopt.engine.simclock import run as run_loop
+from metaopt.engine.trace import stopped_early
 from metaopt.core.references import Reference
 from metaopt.spaces.design_space import validate, without_stopping
 from metaopt.spaces.resolve import optimizer_name, resolve_optimizer
@@ -340,7 +341,7 @@ def write_termination_table(files: EvalFiles, results: list[tuple[dict, Any]], t
         rows.append({"optimizer": name, "instance": instance, "seed": seed,
                      "ryc": ryc(stopped.trace, full.trace), "rtc": rtc(stopped.trace, full.trace),
                      "rtc_budget": rtc(stopped.trace, full.trace, column="budget_used"),
-                     "stopped": float(stopped.summary["stop_reason"] != "budget"),
+                     "stopped": float(stopped_early(stopped.summary["stop_reason"])),
                      "regret_stopped": stopped.summary.get("normalized_regret"),
                      "regret_full": full.summary.get("normalized_regret")})
     per_run = pd.DataFrame(rows)
@@ -441,7 +442,7 @@ def termination_metrics(config: Mapping[str, Any], problem: Problem, seed: int, 
     when the run stopped; ``rtc_budget``: RTC measured in budget instead of cost.
     """
     stopped = run_loop(config, problem, seed, budget, reference=reference)
-    full = stopped if stopped.summary["stop_reason"] == "budget" else run_loop(
+    full = stopped if not stopped_early(stopped.summary["stop_reason"]) else run_loop(
         without_stopping(config), problem, seed, budget, reference=reference)
     s, f = stopped.summary, full.summary
     return {

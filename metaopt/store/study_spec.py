@@ -7,8 +7,6 @@ optimizers, budgets) are made by :class:`metaopt.stages.study.StudyContext` befo
 
 from __future__ import annotations
 
-import math
-
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -16,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from metaopt.core.budget import Budget, parse_duration, split_spec
+from metaopt.core.budget import TIME_LIMIT_FORMS, Budget, is_time_limit, parse_time_limit
 from metaopt.core.errors import UsageError
 from metaopt.core.store_utils import read_text_file
 
@@ -92,19 +90,15 @@ class _TimeLimit(BaseModel):
     @classmethod
     def _duration(cls, value: object) -> object:
         text = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-        if not isinstance(text, str) or not (parse_duration(text) > 0 or _typical_cost_amount(text) > 0):
-            raise ValueError("must be a simulated duration > 0 such as 90m, 2.5h or 600s (a bare number: seconds), "
-                             "or the time of typical full evaluations of each instance: 30dc (30 x d) or 100c")
+        if not isinstance(text, str) or not is_time_limit(text):
+            raise ValueError(f"must be {TIME_LIMIT_FORMS}")
         return text
 
     def limit(self, d: int | None) -> float | Budget | None:
         """The time limit: simulated seconds, or a typical-cost budget (``30dc``, ``100c``) that each run
         resolves to seconds on its instance (:func:`metaopt.core.references.resolve_budget`); None: none.
         UsageError for ``30dc`` when ``d`` is None (a pooled benchmark)."""
-        if self.time_limit is None:
-            return None
-        seconds = parse_duration(self.time_limit)
-        return seconds if seconds > 0 else Budget.parse(self.time_limit, d)
+        return None if self.time_limit is None else parse_time_limit(self.time_limit, d)
 
 
 class ClockSpec(_TimeLimit):
@@ -142,15 +136,6 @@ class MetaClock(_TimeLimit):
         """What a compact meta-archive records of it (``{"workers": 8, "time_limit": "10dc"}``), so that
         runs made with other settings are not taken as this study's (:func:`metaopt.stages.meta.export_meta_runs`)."""
         return {"workers": self.workers, "time_limit": self.time_limit}
-
-
-def _typical_cost_amount(text: str) -> float:
-    """The number of a typical-cost spec (``30dc``, ``100c``); NaN for anything else."""
-    try:
-        amount, unit = split_spec(text)
-    except UsageError:
-        return math.nan
-    return amount if unit in ("c", "dc") else math.nan
 
 
 class MetaFidelity(BaseModel):
