@@ -508,7 +508,7 @@ def test_a_search_continues_from_its_exported_meta_archive(tmp_path, capsys):
                       .replace("  seeds: [1]\n", f"  seeds: [1]\n  archive: {exported}\n", 1))
     capsys.readouterr()
     assert main(["optimize", str(sliced), "--quiet", "--stop-after", "0s"]) == 0
-    assert "stopped at the --stop-after limit" in capsys.readouterr().out
+    assert "stopped at the --stop-after limit (4 of 8 trials, 0 of them from the store" in capsys.readouterr().out
     store = StudyStore(tmp_path / "sliced")
     assert not store.archive_csv.exists() and len(log(tmp_path / "sliced", 1)) == 4  # the first batch only
     assert main(["study", "export-meta", str(tmp_path / "sliced")]) == 0

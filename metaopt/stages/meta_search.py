@@ -536,4 +536,8 @@ def run_side_by_side(searches: list[Search], executor: Executor, deadline: float
                 search.tell_batch()
                 advance(search)
     if stopped:
-        raise SliceEnded(f"{sum(len(s.rows) for s in searches)} of {sum(s.trials for s in searches)} trials")
+        # how many came from the store says whether a search continued: a meta-archive made by a search that
+        # proposes other trials (another design space or version) gives none, and its runs are not reused
+        cached = sum(r["cached"] for s in searches for r in s.rows)
+        raise SliceEnded(f"{sum(len(s.rows) for s in searches)} of {sum(s.trials for s in searches)} trials, "
+                         f"{cached} of them from the store or the meta-archive")
