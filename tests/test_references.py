@@ -148,8 +148,10 @@ def test_a_synthetic_model_edit_keys_new_references(monkeypatch):
                    "metaopt.core.benchmarks.synthetic_gaps"):
         monkeypatch.setattr(synthetic, "code_digest",
                             lambda m, edited=module: "edited" if m.__name__ == edited else digest(m))
+        synthetic._model_digest.cache_clear()  # a new process: the files are read once per process
         assert _cache_path(BENCH, inst) != before, module
     monkeypatch.setattr(synthetic, "code_digest", digest)
+    synthetic._model_digest.cache_clear()
     assert _cache_path(BENCH, inst) == before
 
 
