@@ -390,10 +390,15 @@ class LocalAndRandomFilter(_SurrogateFilter):
         return np.concatenate(pool), np.concatenate(pool_scores), ends, end_scores
 
 
+def _keyable(X: np.ndarray) -> np.ndarray:
+    """Encoded configurations with NaN (inactive) as −1, whose rows' bytes are their keys (equal keys:
+    the same configuration); converted once for all rows, not row by row."""
+    return np.nan_to_num(X, nan=-1.0)
+
+
 def _row_keys(X: np.ndarray) -> list[bytes]:
-    """A key per row of encoded configurations: its bytes with NaN (inactive) as −1 (equal keys: the
-    same configuration); converted once for all rows, not row by row."""
-    return [row.tobytes() for row in np.nan_to_num(X, nan=-1.0)]
+    """The key of every row of ``X`` (:func:`_keyable`)."""
+    return [row.tobytes() for row in _keyable(X)]
 
 
 @dataclass
@@ -408,7 +413,7 @@ class _Maximized:
     archive_size: int
 
     def __post_init__(self) -> None:
-        self._keys = np.nan_to_num(self.candidates, nan=-1.0)
+        self._keys = _keyable(self.candidates)  # a row's key is taken only when the row is reached
 
     def best(self, n: int, also_excluded: Sequence[bytes] = ()) -> np.ndarray:
         """The first ``n`` distinct candidates in ``order`` that are neither excluded nor in
