@@ -8,7 +8,8 @@ everything stored). The whole study is checked (:class:`StudyContext`: benchmark
 instances, seeds, restrictions, optimizers and variants, ``gamma_star_from``, ``cost_reference``,
 ablation entries, ``output``) before the first file is written. The study file is then copied to
 ``<output>/study.yaml``; running a *different* study into the same folder is refused, running the
-same one again resumes it.
+same one again resumes it (one that only edits free fields or adds evaluated optimizers is the same:
+:func:`keeps_stored_results`).
 """
 
 from __future__ import annotations
@@ -287,22 +288,49 @@ FREE_META_FIELDS = ("archive", "baselines", "noise_seeds")
 runs the search would compute, and the baselines and noise re-runs add runs beside the search's."""
 
 
+def _results_fields(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Called by :func:`keeps_stored_results`: the fields of the study file ``text`` that stored results
+    depend on (all but :data:`FREE_FIELDS` and :data:`FREE_META_FIELDS`), without ``evaluation.optimizers``,
+    and those optimizers by name (a variant by its ``name``; none without an evaluation)."""
+    fields = {k: v for k, v in (yaml.safe_load(text) or {}).items() if k not in FREE_FIELDS}
+    if isinstance(fields.get("meta"), dict):
+        fields["meta"] = {k: v for k, v in fields["meta"].items() if k not in FREE_META_FIELDS}
+    optimizers: dict[str, Any] = {}
+    evaluation = fields.get("evaluation")
+    if isinstance(evaluation, dict) and isinstance(evaluation.get("optimizers"), list):
+        fields["evaluation"] = {k: v for k, v in evaluation.items() if k != "optimizers"}
+        optimizers = {str(o.get("name") if isinstance(o, dict) else o): o for o in evaluation["optimizers"]}
+    return fields, optimizers
+
+
+def keeps_stored_results(stored: str, new: str) -> bool:
+    """Whether the study file text ``new`` may run into an output folder that holds the results of the
+    study file text ``stored`` (its ``study.yaml``); called by :func:`_claim_output` before any work.
+
+    The fields that stored results depend on must be equal (not :data:`FREE_FIELDS` nor
+    :data:`FREE_META_FIELDS`), except that ``evaluation.optimizers`` may gain optimizers, in any order:
+    every stored one must still be there with the same definition (the same name, or the same
+    variant). Evaluation runs are stored per optimizer, instance and seed
+    (``eval/runs/<optimizer>/<instance>/seed-<k>/``) and the references per instance, so adding an
+    optimizer leaves every stored run and γ* as they were (the tables are written anew from the
+    runs); removing or redefining one would leave runs that are not the study's.
+    """
+    stored_fields, stored_optimizers = _results_fields(stored)
+    new_fields, new_optimizers = _results_fields(new)
+    return stored_fields == new_fields and all(
+        name in new_optimizers and new_optimizers[name] == definition for name, definition in stored_optimizers.items())
+
+
 def _claim_output(study: Study) -> None:
     """Create the output folder for this study, or refuse if it holds another study's results.
 
-    Only fields that change stored results count (not :data:`FREE_FIELDS`): e.g. adding an ablation
-    or editing the description is fine (the stored copy is updated).
+    Only fields that change stored results count (:func:`keeps_stored_results`): e.g. adding an
+    ablation or an evaluated optimizer, or editing the description, is fine (the stored copy is updated).
     """
     marker = StudyStore(study.output).study_file
     if marker.exists():
-        def results_fields(text: str) -> dict[str, Any]:
-            fields = {k: v for k, v in (yaml.safe_load(text) or {}).items() if k not in FREE_FIELDS}
-            if isinstance(fields.get("meta"), dict):
-                fields["meta"] = {k: v for k, v in fields["meta"].items() if k not in FREE_META_FIELDS}
-            return fields
-
         stored = marker.read_text()
-        if results_fields(stored) != results_fields(study.source):
+        if not keeps_stored_results(stored, study.source):
             raise UsageError(
                 f"{study.output} holds results of a different study file ({marker}); "
                 "use another output folder or remove that one"
