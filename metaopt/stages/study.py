@@ -70,9 +70,7 @@ class StudyContext:
             if isinstance(restriction, list):
                 if not restriction or len(set(restriction)) != len(restriction):
                     raise UsageError(f"{study.path}: field 'meta.restriction': a list must name distinct restrictions")
-                self.arms = {name: self.store.arm(name) for name in restriction}
-            else:
-                self.arms = {restriction: self.store}
+            self.arms = self.store.meta_stores(restriction)
             for name in self.arms:
                 if name is not None:
                     try:
@@ -118,10 +116,11 @@ class StudyContext:
 
     def _check_meta_clock(self) -> None:
         """Called by ``__init__`` for a study with a ``meta`` section: ``meta.clock``'s time limit can be
-        resolved on the benchmark, the compact meta-archive (``meta.archive``) holds runs made with the
-        same clock settings (or off the clock, as the study), and the held-out evaluation of a γ*
-        searched on the clock runs on the clock with the same number of workers."""
-        from metaopt.store.meta_archive import check_archived_clock
+        resolved on the benchmark, each compact meta-archive (``meta.archive``; one per arm of a list of
+        restrictions) holds runs made with the same clock settings (or off the clock, as the study) and
+        no other arm's search, and the held-out evaluation of a γ* searched on the clock runs on the
+        clock with the same number of workers."""
+        from metaopt.store.meta_archive import check_archived_arm, check_archived_clock
 
         meta = self.study.spec.meta
         assert meta is not None  # called only for a study with a meta section
@@ -137,11 +136,15 @@ class StudyContext:
                                                       f"(meta.clock): evaluate on the clock with them too, e.g. "
                                                       f"clock: {{workers: [{clock.workers}], time_limit: "
                                                       f"{clock.time_limit}}}")
-        if meta.archive is not None:
+        for restriction, archive in meta.archive_files().items():
             try:
-                check_archived_clock(Path(meta.archive), clock.settings() if clock is not None else None)
+                check_archived_clock(archive, clock.settings() if clock is not None else None)
             except UsageError as err:
                 raise self._error("meta.clock", str(err)) from None
+            try:
+                check_archived_arm(archive, restriction)
+            except UsageError as err:
+                raise self._error("meta.archive", str(err)) from None
 
     def meta_time_limits(self) -> dict[str, float] | None:
         """``meta.clock``'s time limit in simulated seconds per training instance (a typical-cost limit
@@ -362,6 +365,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
         print(f"optimize: every inner run on the simulated clock with {meta.clock.workers} workers, the objective "
               f"read at the time limit {meta.clock.time_limit} ({min(time_limits.values()):.6g} to "
               f"{max(time_limits.values()):.6g} simulated seconds per instance)")
+    archives = meta.archive_files()
     stars = {}
     for restriction, arm in ctx.arms.items():
         setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, ctx.budget, references, restriction, meta.objective,
@@ -387,7 +391,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
                         batch_size=meta.batch_size, initial=initial, select_top=meta.select_top,
                         select_seeds=meta.select_seeds, select_min_instance_fraction=meta.select_min_instance_fraction,
                         optimizer=meta.optimizer, baselines=tuple(meta.baselines), noise_seeds=meta.noise_seeds,
-                        archive_file=Path(meta.archive) if meta.archive else None, deadline=deadline,
+                        archive_file=archives.get(restriction), deadline=deadline,
                         fidelity=meta.fidelity, inner_seeds=meta.inner_seeds,
                         clock=meta.clock.settings() if meta.clock else None)
         print(f"gamma* ({restriction or 'full space'}): mean objective {star['mean_objective']:.4f} on "
