@@ -14,7 +14,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -268,28 +268,30 @@ def read_meta_runs(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def _archive_header(path: Path, key: str, lines: int, what: str, convert: Callable[[Any], Any]) -> Any:
+    """``convert`` of the value of the line ``{key: value}`` among the first ``lines`` lines of the
+    compact meta-archive ``path`` (the lines :func:`metaopt.stages.meta.export_meta_runs` writes before
+    the runs), None without one; UsageError naming the line, as the archive's ``what``, if it is damaged."""
+    for number, line in _archive_lines(path)[:lines]:
+        if f'"{key}"' in line:
+            try:
+                return convert(json.loads(line)[key])
+            except (ValueError, KeyError, TypeError):
+                raise UsageError(f"{path}: line {number} is not the archive's {what}") from None
+    return None
+
+
 def read_archived_clock(path: Path) -> dict[str, Any] | None:
     """The simulated-clock settings (``meta.clock``: workers, time limit) a compact meta-archive's runs
-    were made with, None for runs off the clock; UsageError if the file is not a meta-archive."""
-    for _, line in _archive_lines(path)[:1]:
-        if f'"{META_CLOCK}"' in line:
-            try:
-                return dict(json.loads(line)[META_CLOCK])
-            except (ValueError, KeyError, TypeError):
-                raise UsageError(f"{path}: line 1 is not the archive's clock settings (workers, time_limit)") from None
-    return None
+    were made with (its first line), None for runs off the clock; UsageError if the file is not a meta-archive."""
+    return _archive_header(path, META_CLOCK, 1, "clock settings (workers, time_limit)", dict)
 
 
 def read_archived_arm(path: Path) -> str | None:
-    """The arm (restriction) whose search a compact meta-archive holds (its :data:`META_ARM` line),
-    None for the archive of a study of one design space; UsageError if the file is not a meta-archive."""
-    for number, line in _archive_lines(path)[:2]:
-        if f'"{META_ARM}"' in line:
-            try:
-                return str(json.loads(line)[META_ARM])
-            except (ValueError, KeyError, TypeError):
-                raise UsageError(f"{path}: line {number} is not the archive's arm (meta_arm)") from None
-    return None
+    """The arm (restriction) whose search a compact meta-archive holds (its :data:`META_ARM` line, the
+    first or after the clock line), None for the archive of a study of one design space; UsageError if
+    the file is not a meta-archive."""
+    return _archive_header(path, META_ARM, 2, "arm (meta_arm)", str)
 
 
 def check_archived_arm(path: Path, restriction: str | None) -> None:
