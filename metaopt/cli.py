@@ -392,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "arm's name before the extensions (meta_runs.<restriction>.jsonl.gz), which "
                                     "its meta.archive reads back arm by arm.")
     p.add_argument("output_dir", metavar="OUTPUT_DIR", help="a study's output folder, e.g. results/default")
-    p.add_argument("--out", metavar="FILE", help="the file to write (default: the study's meta.archive)")
+    p.add_argument("--out", metavar="FILE", help="the file to write (default: the study's meta.archive; one per arm, the arm's name before the extensions, for a list of restrictions)")
     p.set_defaults(func=cmd_export_meta)
     p = sub.add_parser("optimize", help="meta-optimize: SMAC (or random search) searches the design space on the "
                                         "training instances")
