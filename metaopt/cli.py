@@ -386,9 +386,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                "(a compact meta-archive) that the study's meta.archive reads: a "
                                                "search continues from it in a later session",
                         description="Reads OUTPUT_DIR/meta/runs and writes FILE (gzip-compressed JSON lines: each "
-                                    "inner run's configuration, instance, seed, objective and a few summary fields).")
+                                    "inner run's configuration, instance, seed, objective and a few summary fields). "
+                                    "A study of several restrictions (meta.restriction a list) has one search per "
+                                    "arm (OUTPUT_DIR/arms/<restriction>/meta/runs) and one FILE per arm, with the "
+                                    "arm's name before the extensions (meta_runs.<restriction>.jsonl.gz), which "
+                                    "its meta.archive reads back arm by arm.")
     p.add_argument("output_dir", metavar="OUTPUT_DIR", help="a study's output folder, e.g. results/default")
-    p.add_argument("--out", metavar="FILE", help="the file to write (default: the study's meta.archive)")
+    p.add_argument("--out", metavar="FILE", help="the file to write (default: the study's meta.archive; one per arm, the arm's name before the extensions, for a list of restrictions)")
     p.set_defaults(func=cmd_export_meta)
     p = sub.add_parser("optimize", help="meta-optimize: SMAC (or random search) searches the design space on the "
                                         "training instances")
@@ -413,21 +417,37 @@ def _add_stop_after(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_export_meta(args: argparse.Namespace) -> None:
+    """``metaopt study export-meta``: the compact meta-archive of each meta-optimization of the study
+    (one per arm for a list of restrictions, :func:`metaopt.store.study_spec.arm_archive`), with the runs
+    of the archive it continued from; an arm with no finished run yet is skipped with a line."""
     from metaopt.stages.meta import export_meta_runs
-    from metaopt.store.meta_archive import check_archived_clock
+    from metaopt.store.meta_archive import check_archived_arm, check_archived_clock
     from metaopt.store.store import StudyStore
 
     store = StudyStore(Path(args.output_dir))
-    spec = store.spec()
-    target = args.out or (spec.meta.archive if spec.meta is not None else None)
-    if target is None:
+    meta = store.spec().meta
+    if meta is None:
+        raise UsageError(f"{store.root}: the study has no meta section: no meta-optimization runs to export")
+    if args.out is None and meta.archive is None:
         raise UsageError(f"{store.root}: the study names no meta.archive; give --out FILE")
-    previous = spec.meta.archive if spec.meta is not None else None
-    clock = spec.meta.clock.settings() if spec.meta is not None and spec.meta.clock is not None else None
-    if previous:
-        check_archived_clock(Path(previous), clock)
-    count = export_meta_runs(store, Path(target), Path(previous) if previous else None, clock)
-    print(f"wrote {count} meta-optimization runs to {target} ({Path(target).stat().st_size / 1024:.0f} KiB)")
+    clock = meta.clock.settings() if meta.clock is not None else None
+    arms = isinstance(meta.restriction, list)
+    previous = meta.archive_files()
+    for restriction in previous:  # every check before the first file is written
+        check_archived_clock(previous[restriction], clock)
+        check_archived_arm(previous[restriction], restriction)
+    stores = store.meta_stores(meta.restriction)
+    written = 0
+    for restriction, target in meta.archive_files(args.out).items():
+        count = export_meta_runs(stores[restriction], target, previous.get(restriction), clock,
+                                 restriction if arms else None)
+        if count:
+            print(f"wrote {count} meta-optimization runs to {target} ({target.stat().st_size / 1024:.0f} KiB)")
+            written += 1
+        elif arms:
+            print(f"{target}: not written (the arm {restriction} has no finished inner runs yet)")
+    if not written:
+        raise UsageError(f"{store.root / 'arms' if arms else store.meta_runs_dir} holds no finished inner runs to export")
 
 
 def cmd_export_runs(args: argparse.Namespace) -> None:

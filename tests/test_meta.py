@@ -721,3 +721,60 @@ def test_a_finished_search_is_restored_from_its_meta_archive_without_replaying(t
     assert main(["optimize", str(restored), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and f"line {len(lines)} is not a trials log" in err
+
+
+ARMS = """
+name: arms_tiny
+benchmark: synthetic:mlp
+budget: 3d
+meta:
+  instances: {{split: train, limit: 2}}
+  restriction: [gamma1, hb_only]
+  trials: 4
+  batch_size: 2
+  seeds: [1]
+  archive: {archive}
+output: {out}
+"""
+
+
+def test_a_study_of_several_restrictions_continues_from_one_meta_archive_per_arm(tmp_path, capsys):
+    """export-meta writes one compact meta-archive per arm (the arm's name before the extensions, named
+    inside too); a sliced search continued from them on a fresh store gives each arm the uninterrupted
+    search's archive and gamma*; an arm's archive is refused by another design space's search."""
+    import gzip
+    import shutil
+
+    from metaopt.store.meta_archive import best_designs, read_meta_runs
+
+    whole = tmp_path / "whole.yaml"
+    whole.write_text(ARMS.format(archive=tmp_path / "unused.jsonl.gz", out=tmp_path / "whole"))
+    assert main(["optimize", str(whole), "--quiet"]) == 0
+    archive = tmp_path / "meta_runs.jsonl.gz"
+    sliced = tmp_path / "sliced.yaml"
+    sliced.write_text(ARMS.format(archive=archive, out=tmp_path / "sliced"))
+    assert main(["optimize", str(sliced), "--quiet", "--stop-after", "0s"]) == 0  # one batch of the first arm
+    capsys.readouterr()
+    assert main(["study", "export-meta", str(tmp_path / "sliced")]) == 0
+    out = capsys.readouterr().out
+    first, second = tmp_path / "meta_runs.gamma1.jsonl.gz", tmp_path / "meta_runs.hb_only.jsonl.gz"
+    assert f"wrote 2 meta-optimization runs to {first}" in out and f"{second}: not written" in out
+    assert not archive.exists() and not second.exists()
+    assert gzip.decompress(first.read_bytes()).decode().splitlines()[0] == '{"meta_arm": "gamma1"}'
+    shutil.rmtree(tmp_path / "sliced")  # another machine: only the exported file is left
+    assert main(["optimize", str(sliced), "--quiet"]) == 0
+    assert "(2 from the store" in capsys.readouterr().out
+    for arm in ("gamma1", "hb_only"):
+        assert results(tmp_path / "sliced" / "arms" / arm) == results(tmp_path / "whole" / "arms" / arm)
+    assert main(["study", "export-meta", str(tmp_path / "sliced")]) == 0
+    assert len(read_meta_runs(second)) == 4 and best_designs(read_meta_runs(second), 1)  # warm_start reads it
+    # another design space's search refuses an arm's archive, and the archive's common name lists the arms'
+    other = tmp_path / "other.yaml"
+    other.write_text(ARMS.format(archive=second, out=tmp_path / "other").replace("[gamma1, hb_only]", "gamma1"))
+    capsys.readouterr()
+    assert main(["optimize", str(other), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "'meta.archive'" in err and "restriction hb_only" in err
+    assert not (tmp_path / "other").exists()
+    with pytest.raises(UsageError, match=f"one archive per arm: {first}, {second}"):
+        read_meta_runs(archive)

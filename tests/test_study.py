@@ -56,6 +56,39 @@ def test_changed_study_is_refused(tmp_path, capsys):
     assert "different study" in capsys.readouterr().err
 
 
+def test_a_study_that_adds_optimizers_keeps_its_runs(tmp_path, capsys):
+    out = tmp_path / "out"
+    path = write_study(tmp_path, STUDY.format(out=out))
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    stored = {p: p.read_bytes() for p in out.glob("eval/runs/*/*/seed-*/*")}
+    capsys.readouterr()
+    more = STUDY.format(out=out).replace("[rs, hb]", "[hb, sh, rs, {name: rs_again, preset: rs}]")
+    path.write_text(more)
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    assert "16 runs, 8 already done" in capsys.readouterr().out
+    assert (out / "study.yaml").read_text() == more
+    assert {p: p.read_bytes() for p in stored} == stored  # the stored runs are kept as they were
+    assert set(pd.read_csv(out / "eval" / "results.csv")["optimizer"]) == {"hb", "sh", "rs = rs_again"}
+
+
+@pytest.mark.parametrize("stored, new", [
+    ("[rs, hb]", "[rs]"),  # an optimizer removed
+    ("[rs, {name: v, preset: hb}]", "[rs, {name: v, preset: sh}]"),  # a variant redefined
+    ("[rs, {name: v, preset: hb}]", "[rs, {name: v, preset: hb, set: {mu: 16}}, sh]"),  # redefined, one added
+    ("[rs, hb]", "[rs, hb, sh]\n  report_budgets: [2d]"),  # one added, another result field changed
+])
+def test_a_study_that_removes_or_changes_an_optimizer_is_refused(tmp_path, capsys, stored, new):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "study.yaml").write_text(STUDY.format(out=out).replace("[rs, hb]", stored))  # as a first run left it
+    path = write_study(tmp_path, STUDY.format(out=out).replace("[rs, hb]", new))
+    assert main(["study", "run", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("metaopt: error:") and "different study file" in err and len(err.strip().splitlines()) == 1
+    assert (out / "study.yaml").read_text() == STUDY.format(out=out).replace("[rs, hb]", stored)
+    assert not (out / "eval").exists()
+
+
 @pytest.mark.parametrize("change, field", [
     (("seeds: 2", "seeds: [1, 1]"), "evaluation.seeds"),
     (("budget: 5d", "budget: lots"), None),

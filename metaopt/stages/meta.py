@@ -73,7 +73,7 @@ from tqdm import tqdm
 
 from metaopt.core.errors import UsageError
 from metaopt.core.executor import Executor
-from metaopt.store.meta_archive import (CRASH_OBJECTIVE, INNER_SUMMARY_FIELDS, META_CLOCK, TRIALS_LOG, LogId, choose_gamma_star, gamma_hash,
+from metaopt.store.meta_archive import (CRASH_OBJECTIVE, INNER_SUMMARY_FIELDS, META_ARM, META_CLOCK, TRIALS_LOG, LogId, choose_gamma_star, gamma_hash,
                                         load_cache, meta_archive, read_archived_trials, read_trials_log, search_means,
                                         selection_pool, trials_log_line)
 from metaopt.stages.meta_search import (Batch, Key, ListSearch, MetaSetup, MultiFidelitySmacSearch, RandomSearch, Search,
@@ -139,20 +139,23 @@ ARCHIVE_SUMMARY_FIELDS = (*INNER_SUMMARY_FIELDS, "wall_time_s", "cpu_time_s")
 
 
 def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = None,
-                     clock: dict[str, Any] | None = None) -> int:
+                     clock: dict[str, Any] | None = None, arm: str | None = None) -> int:
     """Write every finished inner run of ``store``'s meta-optimization to ``out`` (gzipped JSON lines,
     one record each, in key order: γ, instance, seed, objective and the summary fields of
     :data:`ARCHIVE_SUMMARY_FIELDS`), with those of the meta-archive the search continued from
     (``archive_file``), then one line per trials log of the search (its trials' keys in order, read
-    back by :func:`~metaopt.store.meta_archive.read_archived_trials`); returns the number of runs. Called by ``metaopt study
+    back by :func:`~metaopt.store.meta_archive.read_archived_trials`); returns the number of runs (0:
+    there are none, and nothing is written). Called by ``metaopt study
     export-meta``. The file is what ``meta.archive`` reads: committed, it carries a search across
     sessions and machines. ``clock``: the study's ``meta.clock`` settings (workers, time limit), written
     as the first line (:data:`~metaopt.store.meta_archive.META_CLOCK`) so that a study with other
     settings refuses the archive (:func:`~metaopt.store.meta_archive.check_archived_clock`); none for
-    a search off the clock."""
+    a search off the clock. ``arm``: the restriction of an arm of a study that meta-optimizes a list of
+    restrictions (``store`` is that arm's), written next (:data:`~metaopt.store.meta_archive.META_ARM`)
+    so that only that arm's search reads the archive (:func:`~metaopt.store.meta_archive.check_archived_arm`)."""
     cache = load_cache(store, archive_file)
     if not cache:
-        raise UsageError(f"{store.meta_runs_dir} holds no finished inner runs to export")
+        return 0
     lines = []
     for key in sorted(cache):
         record = cache[key]
@@ -161,6 +164,8 @@ def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = N
         compact["summary"] = {k: v for k, v in record.get("summary", {}).items() if k in ARCHIVE_SUMMARY_FIELDS}
         lines.append(json.dumps(jsonable(compact)))  # γ's key order as stored: it is the archive's column order
     runs = len(lines)
+    if arm is not None:  # after the clock line: read_archived_arm reads lines 1 and 2
+        lines.insert(0, json.dumps({META_ARM: arm}))
     if clock is not None:  # the settings go first: read_archived_clock reads line 1
         lines.insert(0, json.dumps({META_CLOCK: clock}))
     # the trials of the search and of its baselines in order: a finished search is restored, not replayed

@@ -8,7 +8,8 @@ everything stored). The whole study is checked (:class:`StudyContext`: benchmark
 instances, seeds, restrictions, optimizers and variants, ``gamma_star_from``, ``cost_reference``,
 ablation entries, ``output``) before the first file is written. The study file is then copied to
 ``<output>/study.yaml``; running a *different* study into the same folder is refused, running the
-same one again resumes it.
+same one again resumes it (one that only edits free fields or adds evaluated optimizers is the same:
+:func:`keeps_stored_results`).
 """
 
 from __future__ import annotations
@@ -69,9 +70,7 @@ class StudyContext:
             if isinstance(restriction, list):
                 if not restriction or len(set(restriction)) != len(restriction):
                     raise UsageError(f"{study.path}: field 'meta.restriction': a list must name distinct restrictions")
-                self.arms = {name: self.store.arm(name) for name in restriction}
-            else:
-                self.arms = {restriction: self.store}
+            self.arms = self.store.meta_stores(restriction)
             for name in self.arms:
                 if name is not None:
                     try:
@@ -117,10 +116,11 @@ class StudyContext:
 
     def _check_meta_clock(self) -> None:
         """Called by ``__init__`` for a study with a ``meta`` section: ``meta.clock``'s time limit can be
-        resolved on the benchmark, the compact meta-archive (``meta.archive``) holds runs made with the
-        same clock settings (or off the clock, as the study), and the held-out evaluation of a γ*
-        searched on the clock runs on the clock with the same number of workers."""
-        from metaopt.store.meta_archive import check_archived_clock
+        resolved on the benchmark, each compact meta-archive (``meta.archive``; one per arm of a list of
+        restrictions) holds runs made with the same clock settings (or off the clock, as the study) and
+        no other arm's search, and the held-out evaluation of a γ* searched on the clock runs on the
+        clock with the same number of workers."""
+        from metaopt.store.meta_archive import check_archived_arm, check_archived_clock
 
         meta = self.study.spec.meta
         assert meta is not None  # called only for a study with a meta section
@@ -136,11 +136,15 @@ class StudyContext:
                                                       f"(meta.clock): evaluate on the clock with them too, e.g. "
                                                       f"clock: {{workers: [{clock.workers}], time_limit: "
                                                       f"{clock.time_limit}}}")
-        if meta.archive is not None:
+        for restriction, archive in meta.archive_files().items():
             try:
-                check_archived_clock(Path(meta.archive), clock.settings() if clock is not None else None)
+                check_archived_clock(archive, clock.settings() if clock is not None else None)
             except UsageError as err:
                 raise self._error("meta.clock", str(err)) from None
+            try:
+                check_archived_arm(archive, restriction)
+            except UsageError as err:
+                raise self._error("meta.archive", str(err)) from None
 
     def meta_time_limits(self) -> dict[str, float] | None:
         """``meta.clock``'s time limit in simulated seconds per training instance (a typical-cost limit
@@ -287,22 +291,49 @@ FREE_META_FIELDS = ("archive", "baselines", "noise_seeds")
 runs the search would compute, and the baselines and noise re-runs add runs beside the search's."""
 
 
+def _results_fields(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Called by :func:`keeps_stored_results`: the fields of the study file ``text`` that stored results
+    depend on (all but :data:`FREE_FIELDS` and :data:`FREE_META_FIELDS`), without ``evaluation.optimizers``,
+    and those optimizers by name (a variant by its ``name``; none without an evaluation)."""
+    fields = {k: v for k, v in (yaml.safe_load(text) or {}).items() if k not in FREE_FIELDS}
+    if isinstance(fields.get("meta"), dict):
+        fields["meta"] = {k: v for k, v in fields["meta"].items() if k not in FREE_META_FIELDS}
+    optimizers: dict[str, Any] = {}
+    evaluation = fields.get("evaluation")
+    if isinstance(evaluation, dict) and isinstance(evaluation.get("optimizers"), list):
+        fields["evaluation"] = {k: v for k, v in evaluation.items() if k != "optimizers"}
+        optimizers = {str(o.get("name") if isinstance(o, dict) else o): o for o in evaluation["optimizers"]}
+    return fields, optimizers
+
+
+def keeps_stored_results(stored: str, new: str) -> bool:
+    """Whether the study file text ``new`` may run into an output folder that holds the results of the
+    study file text ``stored`` (its ``study.yaml``); called by :func:`_claim_output` before any work.
+
+    The fields that stored results depend on must be equal (not :data:`FREE_FIELDS` nor
+    :data:`FREE_META_FIELDS`), except that ``evaluation.optimizers`` may gain optimizers, in any order:
+    every stored one must still be there with the same definition (the same name, or the same
+    variant). Evaluation runs are stored per optimizer, instance and seed
+    (``eval/runs/<optimizer>/<instance>/seed-<k>/``) and the references per instance, so adding an
+    optimizer leaves every stored run and γ* as they were (the tables are written anew from the
+    runs); removing or redefining one would leave runs that are not the study's.
+    """
+    stored_fields, stored_optimizers = _results_fields(stored)
+    new_fields, new_optimizers = _results_fields(new)
+    return stored_fields == new_fields and all(
+        name in new_optimizers and new_optimizers[name] == definition for name, definition in stored_optimizers.items())
+
+
 def _claim_output(study: Study) -> None:
     """Create the output folder for this study, or refuse if it holds another study's results.
 
-    Only fields that change stored results count (not :data:`FREE_FIELDS`): e.g. adding an ablation
-    or editing the description is fine (the stored copy is updated).
+    Only fields that change stored results count (:func:`keeps_stored_results`): e.g. adding an
+    ablation or an evaluated optimizer, or editing the description, is fine (the stored copy is updated).
     """
     marker = StudyStore(study.output).study_file
     if marker.exists():
-        def results_fields(text: str) -> dict[str, Any]:
-            fields = {k: v for k, v in (yaml.safe_load(text) or {}).items() if k not in FREE_FIELDS}
-            if isinstance(fields.get("meta"), dict):
-                fields["meta"] = {k: v for k, v in fields["meta"].items() if k not in FREE_META_FIELDS}
-            return fields
-
         stored = marker.read_text()
-        if results_fields(stored) != results_fields(study.source):
+        if not keeps_stored_results(stored, study.source):
             raise UsageError(
                 f"{study.output} holds results of a different study file ({marker}); "
                 "use another output folder or remove that one"
@@ -334,6 +365,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
         print(f"optimize: every inner run on the simulated clock with {meta.clock.workers} workers, the objective "
               f"read at the time limit {meta.clock.time_limit} ({min(time_limits.values()):.6g} to "
               f"{max(time_limits.values()):.6g} simulated seconds per instance)")
+    archives = meta.archive_files()
     stars = {}
     for restriction, arm in ctx.arms.items():
         setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, ctx.budget, references, restriction, meta.objective,
@@ -359,7 +391,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
                         batch_size=meta.batch_size, initial=initial, select_top=meta.select_top,
                         select_seeds=meta.select_seeds, select_min_instance_fraction=meta.select_min_instance_fraction,
                         optimizer=meta.optimizer, baselines=tuple(meta.baselines), noise_seeds=meta.noise_seeds,
-                        archive_file=Path(meta.archive) if meta.archive else None, deadline=deadline,
+                        archive_file=archives.get(restriction), deadline=deadline,
                         fidelity=meta.fidelity, inner_seeds=meta.inner_seeds,
                         clock=meta.clock.settings() if meta.clock else None)
         print(f"gamma* ({restriction or 'full space'}): mean objective {star['mean_objective']:.4f} on "

@@ -14,12 +14,13 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
 from metaopt.core.errors import UsageError
 from metaopt.store.store import StudyStore, stored_run_records
+from metaopt.store.study_spec import arm_archive
 
 Key = tuple[str, str, int]
 """A trial's identity in the store: (γ hash, instance, seed)."""
@@ -201,6 +202,11 @@ META_CLOCK = "meta_clock"
 """The key of a compact meta-archive's first line when its runs were made on the simulated clock
 (``meta.clock``): ``{"meta_clock": {"workers": 8, "time_limit": "10dc"}}``; an archive without it
 holds runs off the clock."""
+META_ARM = "meta_arm"
+"""The key of the line that names the arm of a compact meta-archive of one arm of a study that
+meta-optimizes a list of restrictions (:func:`metaopt.store.study_spec.arm_archive`):
+``{"meta_arm": "gamma1"}``, after the clock line if there is one; none in the archive of a study
+of one design space."""
 
 
 def _archive_lines(path: Path) -> list[tuple[int, str]]:
@@ -208,7 +214,10 @@ def _archive_lines(path: Path) -> list[tuple[int, str]]:
     try:
         text = gzip.decompress(Path(path).read_bytes()).decode()
     except FileNotFoundError:
-        raise UsageError(f"{path}: no such meta-archive (write one with `metaopt study export-meta`)") from None
+        arms = sorted(str(p) for p in Path(path).parent.glob(arm_archive(path, "*").name))
+        hint = (f"; a search of several restrictions has one archive per arm: {', '.join(arms)}" if arms
+                else " (write one with `metaopt study export-meta`)")
+        raise UsageError(f"{path}: no such meta-archive{hint}") from None
     except (OSError, EOFError, UnicodeDecodeError) as err:
         raise UsageError(f"{path}: not a gzipped meta-archive ({err})") from None
     return [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
@@ -248,7 +257,7 @@ def read_meta_runs(path: Path) -> list[dict[str, Any]]:
             record = json.loads(line)
         except ValueError:
             record = None
-        if isinstance(record, dict) and (TRIALS_LOG in record or META_CLOCK in record):
+        if isinstance(record, dict) and (TRIALS_LOG in record or META_CLOCK in record or META_ARM in record):
             continue
         if not _valid_record(record):
             raise UsageError(f"{path}: line {number} is not a finished run record (hash, gamma, instance, seed, "
@@ -259,16 +268,46 @@ def read_meta_runs(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def _archive_header(path: Path, key: str, lines: int, what: str, convert: Callable[[Any], Any]) -> Any:
+    """``convert`` of the value of the line ``{key: value}`` among the first ``lines`` lines of the
+    compact meta-archive ``path`` (the lines :func:`metaopt.stages.meta.export_meta_runs` writes before
+    the runs), None without one; UsageError naming the line, as the archive's ``what``, if it is damaged."""
+    for number, line in _archive_lines(path)[:lines]:
+        if f'"{key}"' in line:
+            try:
+                return convert(json.loads(line)[key])
+            except (ValueError, KeyError, TypeError):
+                raise UsageError(f"{path}: line {number} is not the archive's {what}") from None
+    return None
+
+
 def read_archived_clock(path: Path) -> dict[str, Any] | None:
     """The simulated-clock settings (``meta.clock``: workers, time limit) a compact meta-archive's runs
-    were made with, None for runs off the clock; UsageError if the file is not a meta-archive."""
-    for _, line in _archive_lines(path)[:1]:
-        if f'"{META_CLOCK}"' in line:
-            try:
-                return dict(json.loads(line)[META_CLOCK])
-            except (ValueError, KeyError, TypeError):
-                raise UsageError(f"{path}: line 1 is not the archive's clock settings (workers, time_limit)") from None
-    return None
+    were made with (its first line), None for runs off the clock; UsageError if the file is not a meta-archive."""
+    return _archive_header(path, META_CLOCK, 1, "clock settings (workers, time_limit)", dict)
+
+
+def read_archived_arm(path: Path) -> str | None:
+    """The arm (restriction) whose search a compact meta-archive holds (its :data:`META_ARM` line, the
+    first or after the clock line), None for the archive of a study of one design space; UsageError if
+    the file is not a meta-archive."""
+    return _archive_header(path, META_ARM, 2, "arm (meta_arm)", str)
+
+
+def check_archived_arm(path: Path, restriction: str | None) -> None:
+    """Called when a study with ``meta.archive`` is loaded, before any work, for the archive of each of
+    its meta-optimizations: UsageError when the archive holds an arm's search and ``restriction`` (the
+    reading search's design space; None: the full space) is not that arm's. An archive of a study of
+    one design space passes (it names none). A missing archive passes (nothing to continue from yet).
+    Another space's trials logs would otherwise be restored as this search's."""
+    if not Path(path).exists():
+        return
+    archived = read_archived_arm(path)
+    if archived is not None and archived != restriction:
+        raise UsageError(f"the meta-archive {path} holds the search of the restriction {archived} (an arm of a "
+                         f"study of several restrictions), this search is in {restriction or 'the full space'}: "
+                         f"name that arm's archive ({arm_archive(path, restriction or '<restriction>').name} "
+                         "beside it, say) or another meta.archive")
 
 
 def check_archived_clock(path: Path, clock: dict[str, Any] | None) -> None:

@@ -365,6 +365,14 @@ class StudyStore:
         restrictions (``arms/<restriction>/``); a single meta-optimization lives in this store itself."""
         return StudyStore(self.root / "arms" / restriction)
 
+    def meta_stores(self, restriction: str | list[str] | None) -> dict[str | None, StudyStore]:
+        """The store of each meta-optimization of a study whose ``meta.restriction`` is ``restriction``,
+        by restriction: an arm (:meth:`arm`) per restriction of a list, else this store (None: the full
+        space). Called by :class:`metaopt.stages.study.StudyContext` and ``metaopt study export-meta``."""
+        if isinstance(restriction, list):
+            return {name: self.arm(name) for name in restriction}
+        return {restriction: self}
+
     def stored_arms(self) -> list[StudyStore]:
         """The arms found on disk, by name (the report reads whatever is there)."""
         folder = self.root / "arms"

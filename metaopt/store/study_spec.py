@@ -148,6 +148,16 @@ class MetaFidelity(BaseModel):
     """Hyperband's η: each rung keeps the best 1/η of its designs for an η times larger inner budget."""
 
 
+def arm_archive(path: str | Path, restriction: str) -> Path:
+    """The compact meta-archive of the arm ``restriction`` of a study that meta-optimizes a list of
+    restrictions: ``path`` (its ``meta.archive``, or ``export-meta --out``) with the arm's name inserted
+    before the extensions, ``meta_runs.jsonl.gz`` -> ``meta_runs.<restriction>.jsonl.gz``. Each arm
+    is a search of its own (its trials logs, its runs), so each has a file of its own."""
+    path = Path(path)
+    stem, dot, extensions = path.name.partition(".")
+    return path.with_name(f"{stem}.{restriction}{dot}{extensions}")
+
+
 class WarmStart(BaseModel):
     """Designs another study's search found, for this search's initial design (``meta.warm_start``)."""
 
@@ -205,6 +215,19 @@ class MetaSpec(_InstancesAndSeeds):
     clock: MetaClock | None = None
     """Every inner run on the simulated clock with N workers; the meta-objective against simulated time
     (a γ* for parallel use)."""
+
+    def archive_files(self, archive: str | None = None) -> dict[str | None, Path]:
+        """The compact meta-archive of each meta-optimization, by restriction (as
+        :meth:`metaopt.store.store.StudyStore.meta_stores`): ``archive`` (default: ``meta.archive``;
+        none without one) for a study of one design space, one file per arm (:func:`arm_archive`) for a
+        list of restrictions. Called by the optimize stage (which reads them) and ``study export-meta``
+        (which writes them)."""
+        archive = archive or self.archive
+        if archive is None:
+            return {}
+        if isinstance(self.restriction, list):
+            return {name: arm_archive(archive, name) for name in self.restriction}
+        return {self.restriction: Path(archive)}
 
     @model_validator(mode="after")
     def _fidelity_needs_smac(self) -> "MetaSpec":
