@@ -87,6 +87,30 @@ def test_the_last_partial_batch():
     assert cost.affordable([10.5]) == 0
 
 
+def test_an_evaluation_cap_cuts_batches_and_names_itself_as_the_stop_reason():
+    """``max_evals`` is a second limit of the account: a batch's prefix within it is evaluated; a run
+    that reaches it with budget left stops for ``eval_cap``, one whose budget runs out with it for ``budget``."""
+    meter = BudgetMeter(Budget(10.0, max_evals=5), r_max=4)
+    assert meter.how_many_fit(8, fidelity=1) == 5 and meter.affordable([1.0] * 8) == 5
+    meter.charge(1, [1.0] * 3)
+    assert meter.evals_left() == 2 and meter.how_many_fit(8, fidelity=1) == 2 and not meter.exhausted
+    meter.charge(1, [1.0] * 2)
+    assert meter.how_many_fit(1, fidelity=1) == 0 and meter.exhausted and meter.limit == "eval_cap"
+    cost = BudgetMeter(Budget(100.0, "cost", max_evals=3), r_max=1)
+    assert cost.how_many_fit(10, fidelity=1) == 3 and cost.affordable([1.0, 1.0, 1.0, 1.0]) == 3
+    spent = BudgetMeter(Budget(2.0, max_evals=2), r_max=1)
+    spent.charge(1, [1.0, 1.0])  # budget and cap reached together: the budget is the reason
+    assert spent.how_many_fit(1, fidelity=1) == 0 and spent.limit == "budget"
+    assert BudgetMeter(Budget(2.0), r_max=1).evals_left() > 10**9
+    capped = Budget.parse("30d", None)
+    capped = Budget(capped.amount, capped.unit, capped.spec, max_evals=7)
+    assert capped.for_dimension(3).max_evals == 7 and capped.scaled(1 / 3).max_evals == 7
+    assert Budget(5.0, "typical_cost", "5c", 7).in_cost_units(2.0) == Budget(10.0, "cost", "5c", 7)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(UsageError, match="max_evals: must be an integer >= 1"):
+            Budget(10.0, max_evals=bad)
+
+
 def test_sums_that_miss_the_budget_by_rounding_still_fit():
     meter = BudgetMeter(Budget(1.0), r_max=10)
     for _ in range(10):  # 0.1 + 0.1 + ... = 0.9999999999999999

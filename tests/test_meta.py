@@ -17,7 +17,7 @@ import metaopt.stages.meta_search
 from metaopt.core.budget import Budget
 from metaopt.core.errors import UsageError
 from metaopt.stages.meta import meta_objective
-from metaopt.store.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, selection_pool
+from metaopt.store.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, same_under_cap, selection_pool
 from metaopt.store.store import StudyStore
 from metaopt.store.study_spec import load_study
 
@@ -84,6 +84,40 @@ def test_optimize_writes_archive_and_gamma_star_and_replays_identically(tmp_path
     assert main(["evaluate", str(path), "--quiet"]) == 0
     assert "gamma_star" in set(pd.read_csv(tmp_path / "a" / "eval" / "results.csv")["optimizer"])
     assert not (out / ".smac").exists()  # SMAC's scratch files are removed when a meta-seed ends
+
+
+def test_an_evaluation_cap_reruns_only_the_stored_runs_it_would_have_changed(tmp_path):
+    """``meta.max_evals``: stored runs no longer than the cap (and not cut by another cap) are the runs
+    the capped search makes, so they are reused; longer ones are run again and stop at the cap."""
+    path = write(tmp_path, "c", trials=6, seeds="[1]")
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    before = pd.read_csv(tmp_path / "c" / "meta" / "archive.csv")
+    cap = int(before["inner.n_evals"].median())
+    assert (before["inner.n_evals"] > cap).any() and (before["inner.n_evals"] <= cap).any()
+    (tmp_path / "c" / "study.yaml").unlink()  # the study changes: its folder starts over, keeping the run store
+    path.write_text(path.read_text().replace("  seeds: [1]\n", f"  seeds: [1]\n  max_evals: {cap}\n", 1))
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    after = pd.read_csv(tmp_path / "c" / "meta" / "archive.csv")
+    assert (after["inner.n_evals"] <= cap).all()
+    cut = after["inner.stop_reason"] == "eval_cap"
+    assert cut.any() and (after.loc[cut, "inner.n_evals"] == cap).all()
+    cached = log(tmp_path / "c", 1)["cached"]
+    old = before.set_index(["hash", "instance", "seed"])
+    for i, row in after.iterrows():
+        key = (row["hash"], row["instance"], row["seed"])
+        if key in old.index:  # a run of the first search: reused exactly when the cap would not change it
+            short = old.loc[key, "inner.n_evals"] <= cap
+            assert bool(cached[i]) == short and (not short or old.loc[key, "objective"] == row["objective"])
+
+
+def test_a_stored_run_is_the_capped_run_when_no_longer_than_the_cap():
+    def record(n_evals, reason):
+        return {"summary": {"n_evals": n_evals, "stop_reason": reason}}
+    assert same_under_cap(record(50, "budget"), None) and same_under_cap(record(50, "budget"), 50)
+    assert not same_under_cap(record(51, "budget"), 50) and same_under_cap(record(50, "pi_threshold"), 80)
+    assert same_under_cap(record(50, "eval_cap"), 50)
+    assert not same_under_cap(record(50, "eval_cap"), 80) and not same_under_cap(record(50, "eval_cap"), None)
+    assert same_under_cap({"summary": {}}, 10)
 
 
 def test_two_dask_workers_give_the_serial_archive_and_gamma_star(tmp_path):

@@ -63,9 +63,12 @@ def time_limit_of(instance: str, amount: float = 3.0) -> float:
     ("{workers: 4, time_limit: soon}", r"meta\.clock\.time_limit'.*simulated duration"),
     ("{workers: 4, time_limit: -5m}", r"meta\.clock\.time_limit'.*simulated duration"),
     ("{workers: 4, time_limit: 1h, speed: 2}", r"meta\.clock\.speed'.*not permitted"),
+    (CLOCK, r"field 'meta'.*max_evals .* is for runs off the clock"),
 ])
 def test_bad_meta_clock_fields_are_one_line_naming_the_field(tmp_path, capsys, clock, message):
     path = write(tmp_path, "bad", clock=clock)
+    if clock == CLOCK:  # a valid clock with an evaluation cap, which stored runs on the clock cannot be checked against
+        path.write_text(path.read_text().replace("  seeds: [1]\n", "  seeds: [1]\n  max_evals: 100\n"))
     assert main(["optimize", str(path), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and re.search(message, err), err

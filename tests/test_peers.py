@@ -120,6 +120,18 @@ def test_same_inputs_give_identical_traces(name):
     assert not a.trace["loss"].equals(c.trace["loss"])
 
 
+def test_a_smac_run_leaves_the_processs_logging_alone():
+    """SMAC's own logging set-up would give the root logger its handler and level ERROR for the rest of
+    the process, silencing metaopt's warnings (a failed evaluation) after a peer run or a meta-search."""
+    import logging
+
+    root = logging.getLogger()
+    before = (root.level, list(root.handlers))
+    run_peer("smac_hpo", MLP_PROBLEM, 1, "1d", reference=REF)
+    assert (root.level, list(root.handlers)) == before
+    assert logging.getLogger("smac").getEffectiveLevel() == logging.ERROR
+
+
 def test_smac_hpo_does_not_depend_on_the_hash_seed():
     """SMAC orders its local-search start points through a set; peers.py fixes that order."""
     script = ("import hashlib; from metaopt.core.benchmarks import get_benchmark; from metaopt.engine.peers import run_peer; "

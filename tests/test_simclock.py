@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -261,3 +262,29 @@ def test_metaopt_run_takes_a_typical_cost_time_limit_as_a_study_does(capsys, tmp
         assert len(lines) == 1 and lines[0].startswith("metaopt: error: argument --sim-time: must be a simulated "
                                                        "duration > 0"), (value, lines)
         assert "30dc" in lines[0]
+
+
+@pytest.mark.parametrize("name,workers", [("hb", None), ("bohb", 4), ("asha", None), ("async_bohb", 4)])
+def test_an_evaluation_cap_ends_a_run_after_that_many_evaluations(name, workers):
+    """A budget's ``max_evals`` (a meta-search's guard, ``meta.max_evals``) stops a run, synchronous or
+    asynchronous, on the clock or off it, after that many evaluations, stop reason ``eval_cap``; a cap
+    the run never reaches changes nothing. Its trace is the first rows of the uncapped run's, except
+    for an asynchronous design on several workers: there the first ``cap`` trials started are the
+    uncapped run's, and their results come in order of arrival, among which later trials' were."""
+    budget = Budget.parse("10d", PROBLEM.d)
+    full = run(_config(name), PROBLEM, 3, budget, workers=workers)
+    n = full.summary["n_evals"]
+    cap = n // 2
+    capped = run(_config(name), PROBLEM, 3, replace(budget, max_evals=cap), workers=workers)
+    assert capped.summary["stop_reason"] == "eval_cap" and capped.summary["max_evals"] == cap
+    assert capped.summary["n_evals"] == cap and capped.summary["budget_used"] < budget.amount
+    if name == "async_bohb":
+        first_started = full.trace.sort_values("sim_start", kind="stable").iloc[:cap]
+        columns = ["config_id", "fidelity", "loss", "worker", "sim_start", "sim_time"]
+        pd.testing.assert_frame_equal(capped.trace[columns], first_started.sort_values("sim_time", kind="stable")[
+            columns].reset_index(drop=True))
+    else:
+        pd.testing.assert_frame_equal(capped.trace, full.trace.iloc[:cap].reset_index(drop=True))
+    loose = run(_config(name), PROBLEM, 3, replace(budget, max_evals=n), workers=workers)
+    pd.testing.assert_frame_equal(loose.trace, full.trace)
+    assert loose.summary["stop_reason"] == full.summary["stop_reason"]

@@ -71,15 +71,25 @@ def split_spec(spec: str | float | int) -> tuple[float, str]:
 
 @dataclass(frozen=True)
 class Budget:
-    """A resolved budget: ``amount`` of ``unit``; ``spec`` keeps what the user wrote (e.g. ``30d``)."""
+    """A resolved budget: ``amount`` of ``unit``; ``spec`` keeps what the user wrote (e.g. ``30d``).
+
+    ``max_evals`` (None: no cap) is a second limit: the run makes at most this many evaluations,
+    whatever is left of ``amount`` (stop reason ``eval_cap``). A meta-search sets it (``meta.max_evals``)
+    so that a design drawing tens of thousands of cheap low-fidelity evaluations, whose proposal work
+    grows with each one, cannot hold up a batch of trials for hours; a run that stays under the cap is
+    the same run with or without it."""
 
     amount: float
     unit: BudgetUnit = "full_evals"
     spec: str = ""
+    max_evals: int | None = None
 
     def __post_init__(self) -> None:
         if not (self.amount > 0 and math.isfinite(self.amount)):
             raise UsageError(f"budget must be a positive, finite amount, got {self.spec or self.amount}")
+        if self.max_evals is not None and (isinstance(self.max_evals, bool) or not isinstance(self.max_evals, int)
+                                           or self.max_evals < 1):
+            raise UsageError(f"max_evals: must be an integer >= 1, got {self.max_evals!r}")
 
     @classmethod
     def parse(cls, spec: Budget | str | float, d: float | None) -> Budget:
@@ -110,19 +120,20 @@ class Budget:
     def for_dimension(self, d: float) -> "Budget":
         """A per-hyperparameter budget (``full_evals_per_d``) for an instance with ``d`` hyperparameters;
         any other budget as it is."""
-        return Budget(self.amount * d, "full_evals", self.spec) if self.unit == "full_evals_per_d" else self
+        return (Budget(self.amount * d, "full_evals", self.spec, self.max_evals) if self.unit == "full_evals_per_d"
+                else self)
 
     def scaled(self, factor: float) -> "Budget":
         """This budget times ``factor`` (0 < factor <= 1: a multi-fidelity meta-search's shorter inner
-        runs), its spec rewritten to match (``30d`` × 1/3 -> ``10d``)."""
+        runs), its spec rewritten to match (``30d`` × 1/3 -> ``10d``); the evaluation cap stays as it is."""
         number, unit = split_spec(self.spec) if self.spec else (self.amount, "")
-        return Budget(self.amount * factor, self.unit, f"{number * factor:.6g}{unit}")
+        return Budget(self.amount * factor, self.unit, f"{number * factor:.6g}{unit}", self.max_evals)
 
     def in_cost_units(self, typical_cost: float) -> "Budget":
         """A typical-cost budget as a cost budget, given the instance's typical full-evaluation cost."""
         if self.unit != "typical_cost":
             return self
-        return Budget(self.amount * typical_cost, "cost", self.spec)
+        return Budget(self.amount * typical_cost, "cost", self.spec, self.max_evals)
 
     @property
     def spent_column(self) -> str:
@@ -146,7 +157,8 @@ class Budget:
     def __str__(self) -> str:
         unit = {"full_evals": "full evaluations", "cost": "cost units", "typical_cost": "typical evaluation costs",
                 "full_evals_per_d": "full evaluations per hyperparameter"}[self.unit]
-        return f"{self.amount:g} {unit}" + (f" ({self.spec})" if self.spec else "")
+        cap = f", at most {self.max_evals} evaluations" if self.max_evals is not None else ""
+        return f"{self.amount:g} {unit}" + (f" ({self.spec})" if self.spec else "") + cap
 
 
 TIME_LIMIT_FORMS = ("a simulated duration > 0 such as 90m, 2.5h or 600s (a bare number: seconds), or the time of "
@@ -191,7 +203,8 @@ class BudgetMeter:
       :meth:`affordable` says how long a prefix of it finished within the budget; the rest finished
       after the budget was spent and is discarded unseen.
 
-    After the kept evaluations are recorded, :meth:`charge` books them.
+    After the kept evaluations are recorded, :meth:`charge` books them. A budget with ``max_evals``
+    also caps the count: both methods keep a batch's prefix within what is left of it.
     """
 
     def __init__(self, budget: Budget, r_max: float) -> None:
@@ -203,6 +216,12 @@ class BudgetMeter:
         """Full-evaluation equivalents spent so far (Σ r/r_max), whatever the budget's unit."""
         self.cost_used = 0.0
         """Cost units spent so far (Σ cost), whatever the budget's unit."""
+        self.n_evals = 0
+        """Evaluations booked so far."""
+        self.limit = "budget"
+        """The limit that cut the last batch cut short (:meth:`how_many_fit`, :meth:`affordable`, or a
+        loop that decides itself what may start): ``budget``, or ``eval_cap`` when the budget alone would
+        have allowed more. A run that ends because nothing more fits takes it as its stop reason."""
 
     def step(self, fidelity: float) -> float:
         """Full-evaluation equivalents one evaluation at ``fidelity`` spends: r/r_max."""
@@ -219,11 +238,25 @@ class BudgetMeter:
         budget, as many as fit into what is left; for a cost budget all ``n`` (their costs are not
         known yet: :meth:`affordable` decides once they are).
         """
-        if self.budget.unit != "full_evals":
-            return n
-        left = self.left()
-        fits = int(np.floor((left + BUDGET_TOLERANCE) / self.step(fidelity))) if left > 0 else 0
-        return max(min(fits, n), 0)
+        fits = n
+        if self.budget.unit == "full_evals":
+            left = self.left()
+            fits = max(min(int(np.floor((left + BUDGET_TOLERANCE) / self.step(fidelity))) if left > 0 else 0, n), 0)
+        return self._capped(n, fits)
+
+    def _capped(self, n: int, fits: int) -> int:
+        """``fits`` of a batch of ``n`` (what the budget allows) within the evaluation cap; records which
+        limit cut the batch, if one did (:attr:`limit`)."""
+        kept = min(fits, self.evals_left())
+        if kept < n:
+            self.limit = "eval_cap" if kept < fits else "budget"
+        return kept
+
+    def evals_left(self) -> int:
+        """How many more evaluations the budget's ``max_evals`` allows (a very large number without one)."""
+        return 2**62 if self.budget.max_evals is None else max(self.budget.max_evals - self.n_evals, 0)
+
+
 
     def affordable(self, costs: ArrayLike) -> int:
         """Called after a batch was evaluated, with the costs of its evaluations in batch order.
@@ -233,10 +266,10 @@ class BudgetMeter:
         full-evaluation budget all of them (:meth:`how_many_fit` has already decided).
         """
         costs = np.asarray(costs, dtype=float)
-        if self.budget.unit != "cost":
-            return len(costs)
-        left = self.left()
-        return int(np.searchsorted(np.cumsum(costs), left + BUDGET_TOLERANCE, side="right"))
+        fits = len(costs)
+        if self.budget.unit == "cost":
+            fits = int(np.searchsorted(np.cumsum(costs), self.left() + BUDGET_TOLERANCE, side="right"))
+        return self._capped(len(costs), fits)
 
     def charge(self, fidelity: float, costs: ArrayLike) -> None:
         """Book a batch of evaluations at one ``fidelity`` with their ``costs`` (the kept ones only).
@@ -247,6 +280,7 @@ class BudgetMeter:
         costs = np.asarray(costs, dtype=float)
         self.budget_used += len(costs) * self.step(fidelity)
         self.cost_used += float(costs.sum())
+        self.n_evals += len(costs)
 
     @property
     def fraction_spent(self) -> float:
@@ -255,5 +289,6 @@ class BudgetMeter:
 
     @property
     def exhausted(self) -> bool:
-        """True once the run has spent its budget, up to :data:`BUDGET_TOLERANCE` of it."""
-        return self.fraction_spent >= 1 - BUDGET_TOLERANCE
+        """True once the run has spent its budget, up to :data:`BUDGET_TOLERANCE` of it, or made its
+        ``max_evals`` evaluations."""
+        return self.fraction_spent >= 1 - BUDGET_TOLERANCE or self.evals_left() == 0

@@ -13,9 +13,19 @@ SMAC's internals change):
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import Any, Literal
 
 import numpy as np
+
+
+def quiet_smac_logging() -> Literal[False]:
+    """What every SMAC facade metaopt builds gets as ``logging_level``: False, i.e. no logging set-up by
+    SMAC, whose own (``logging.config.dictConfig``) would give the root logger SMAC's handler and
+    level for the rest of the process, and so silence every library's warnings, metaopt's failed
+    evaluations included; SMAC's own loggers are set to ERROR instead. Called when a facade is built."""
+    logging.getLogger("smac").setLevel(logging.ERROR)
+    return False
 
 
 def reproducible_model_and_maximizer(facade: Any, scenario: Any, **model_options: Any) -> tuple[Any, Any]:

@@ -19,7 +19,9 @@ starts only if the evaluations done and running and the new one together fit int
 trial that does not fit ends the proposals (the run ends when the running ones are in). With a cost
 budget a trial starts while the cost of the results in is below B; a result that would take the
 spent cost past B is discarded unseen, and so is every result after it. Once a stopping rule fired,
-results still coming in are discarded too.
+results still coming in are discarded too. A budget's evaluation cap (``Budget.max_evals``) counts
+the results in and the trials running: the trial that would exceed it is not started, and the run
+then stops with the reason ``eval_cap``.
 """
 
 from __future__ import annotations
@@ -64,12 +66,18 @@ class AsyncRun(_Run):
         return (self.exhausted or self.stop_reason is not None) and not self.running
 
     def _fits(self, fidelity: float) -> bool:
-        """Whether a trial at ``fidelity`` may start now (the module docstring's budget accounting)."""
+        """Whether a trial at ``fidelity`` may start now (the module docstring's budget accounting); when the
+        evaluation cap alone forbids it, the meter's :attr:`~metaopt.core.budget.BudgetMeter.limit` says so."""
         meter = self.meter
         if self.budget.unit == "full_evals":
             committed = meter.budget_used + sum(meter.step(t.fidelity) for t in self.running.values())
-            return committed + meter.step(fidelity) <= self.budget.amount + BUDGET_TOLERANCE
-        return meter.left() > BUDGET_TOLERANCE
+            fits = committed + meter.step(fidelity) <= self.budget.amount + BUDGET_TOLERANCE
+        else:
+            fits = meter.left() > BUDGET_TOLERANCE
+        if fits and meter.evals_left() <= len(self.running):  # the evaluation cap counts the running trials too
+            meter.limit = "eval_cap"
+            return False
+        return fits
 
     def _new_config(self, fidelity: float) -> int:
         """The ID of a new configuration from the proposal strategy, which sees the archive the
@@ -111,7 +119,7 @@ class AsyncRun(_Run):
         if self.stop_reason is not None:
             return False
         if self.meter.affordable([cost]) < 1:
-            self.stop_reason = "budget"
+            self.stop_reason = self.meter.limit
             return False
         rung = self.fidelities.index(trial.fidelity)
         self._record(self.vectors[trial.config_id][None], np.array([trial.config_id]), trial.fidelity, rung + 1, 1,

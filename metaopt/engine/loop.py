@@ -7,7 +7,8 @@ Budget accounting (docs/design.md §4, :class:`metaopt.core.budget.BudgetMeter`)
 full-evaluation equivalents (a promoted configuration pays its full r again) and its cost to the cost
 account. The run never exceeds its budget: of a batch, only the prefix that fits into what is left is
 evaluated (for a cost budget, the evaluations that would finish after the budget ran out are
-discarded unseen).
+discarded unseen). A budget's evaluation cap (``Budget.max_evals``) cuts batches the same way; a run
+that reaches it with budget left stops with the reason ``eval_cap``.
 Within a batch, survivors come first (best first), then new configurations.
 
 Stage sizes are decided as the run goes: a bracket's first stage has the plan's ``n_total`` new
@@ -238,7 +239,7 @@ class _Run:
         receives its losses and costs); return (ids evaluated, losses, costs)."""
         ids = ids[: self.meter.how_many_fit(len(ids), fidelity)]
         if len(ids) == 0:
-            self.stop_reason = "budget"
+            self.stop_reason = self.meter.limit
             return ids, np.empty(0), np.empty(0)
         X = np.stack([self.vectors[i] for i in ids])
         batch = Batch(ids, self.codec.to_dicts(X), fidelity, self.n_asked, self.state.n_batches)
@@ -249,12 +250,12 @@ class _Run:
             self.stop_reason = self.stop_request
             ids, X = ids[:len(loss)], X[:len(loss)]
         keep = self.meter.affordable(cost)
-        if keep < len(ids):
-            self.stop_reason = "budget"
-            ids, X, loss, cost = ids[:keep], X[:keep], loss[:keep], cost[:keep]
-        if len(ids) == 0:
-            return ids, loss, cost
-        self._record(X, ids, fidelity, stage, plan.bracket, loss, cost)
+        cut = keep < len(ids)
+        ids, X, loss, cost = ids[:keep], X[:keep], loss[:keep], cost[:keep]
+        if len(ids):
+            self._record(X, ids, fidelity, stage, plan.bracket, loss, cost)
+        if cut:  # the rest finished past the budget, or past the evaluation cap
+            self.stop_reason = self.meter.limit
         return ids, loss, cost
 
     def _record(self, X: np.ndarray, ids: np.ndarray, fidelity: float, stage: int, bracket: int,
@@ -283,7 +284,7 @@ class _Run:
         """The trace, summary and incumbent of the run so far; ``wall`` and ``cpu`` (seconds: its wall
         time, and this process's CPU time, a worker's own) go into the summary."""
         trace = build_trace(self.state.archive, self.codec, self.problem, self.budget, reference)
-        summary = summarize(trace, self.problem, self.budget, self.stop_reason or "budget", seed,
+        summary = summarize(trace, self.problem, self.budget, self.stop_reason or self.meter.limit, seed,
                             self.opt.config, reference)
         summary["wall_time_s"] = wall
         summary["cpu_time_s"] = cpu

@@ -14,7 +14,7 @@ from ConfigSpace.hyperparameters import UniformFloatHyperparameter, UniformInteg
 
 from metaopt.core.archive import Archive
 from metaopt.core.benchmarks.base import Problem
-from metaopt.core.budget import Budget, BudgetMeter
+from metaopt.core.budget import BUDGET_TOLERANCE, Budget, BudgetMeter
 from metaopt.core.space_codec import SpaceCodec
 from metaopt.engine.loop import ProgressFn
 
@@ -55,7 +55,7 @@ class PeerRun:
             return None
         r = self.problem.fidelity.r_max if fidelity is None else fidelity
         if self.meter.how_many_fit(1, r) == 0:
-            self.stop_reason = "budget"
+            self.stop_reason = self.meter.limit
             return None
         vector = self.codec.to_vector(dict(config))
         # Evaluate the configuration as the trace will show it (decoded from its vector), so the
@@ -77,7 +77,7 @@ class PeerRun:
         """
         charge = fidelity if spent is None else spent
         if self.done or self.meter.how_many_fit(1, charge) == 0 or self.meter.affordable([cost]) == 0:
-            self.stop_reason = "budget"
+            self.stop_reason = self.meter.limit
             return False
         key = np.nan_to_num(vector, nan=-1.0).tobytes()
         config_id = self._config_ids.setdefault(key, len(self._config_ids))
@@ -85,8 +85,8 @@ class PeerRun:
                          bracket=[bracket], fidelity=[fidelity], loss=[loss], cost=[cost])
         self.spent.append(charge)
         self.meter.charge(charge, [cost])
-        if self.meter.exhausted:
-            self.stop_reason = "budget"
+        if self.meter.exhausted:  # its budget spent, or its evaluation cap reached with budget left
+            self.stop_reason = "eval_cap" if self.meter.fraction_spent < 1 - BUDGET_TOLERANCE else "budget"
         if self.progress is not None:
             self.progress(min(self.meter.fraction_spent, 1.0))
         return True

@@ -60,7 +60,7 @@ from ConfigSpace.hyperparameters import (
 )
 
 from metaopt.core.benchmarks.base import Problem
-from metaopt.core.smac_utils import reproducible_model_and_maximizer
+from metaopt.core.smac_utils import quiet_smac_logging, reproducible_model_and_maximizer
 from metaopt.core.budget import BUDGET_TOLERANCE, Budget
 from metaopt.core.errors import UsageError
 from metaopt.engine.loop import ProgressFn
@@ -73,7 +73,6 @@ from metaopt.engine.trace import build_trace, summarize
 INSTALL_HINT = "pip install .[peers]"
 SMAC_N_TRIALS = 10**9
 """SMAC's own trial limit: never reached, our budget ends every run."""
-SMAC_LOGGING_LEVEL = logging.ERROR
 FLAML_MAX_FAILURES = 100
 """Consecutive empty suggestions after which a FLAML run ends (flaml.tune's ``max_failure``)."""
 
@@ -257,7 +256,7 @@ def _run_smac_hpo(state: PeerRun, seed: int) -> None:
         model, maximizer = reproducible_model_and_maximizer(HPO, scenario)
         smac = HPO(scenario, None, model=model, acquisition_maximizer=maximizer,
                    initial_design=HPO.get_initial_design(scenario, n_configs=n_init),
-                   overwrite=True, logging_level=SMAC_LOGGING_LEVEL)
+                   overwrite=True, logging_level=quiet_smac_logging())
         _smac_loop(state, smac, lambda info: (0, 0))
 
 
@@ -269,7 +268,7 @@ def _run_smac_hb(state: PeerRun, seed: int) -> None:
     with tempfile.TemporaryDirectory(prefix="metaopt-peer-smac-") as output:
         scenario = _smac_scenario(state, seed, output, multi_fidelity=True)
         smac = HB(scenario, None, intensifier=HB.get_intensifier(scenario, eta=3),
-                  overwrite=True, logging_level=SMAC_LOGGING_LEVEL)
+                  overwrite=True, logging_level=quiet_smac_logging())
         _smac_loop(state, smac, lambda info: _smac_hb_position(smac.intensifier, info))
 
 

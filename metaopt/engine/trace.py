@@ -66,10 +66,10 @@ def _last(trace: pd.DataFrame, column: str) -> float | None:
     return float(trace[column].iloc[-1]) if len(trace) and column in trace else None
 
 
-LIMIT_STOP_REASONS = ("budget", "time")
-"""Stop reasons of a run that went as far as it was allowed: its budget, or the simulated clock's time
-limit (:mod:`metaopt.engine.simclock`). Any other (a stopping rule's name, a peer that stopped itself)
-ended the run early."""
+LIMIT_STOP_REASONS = ("budget", "time", "eval_cap")
+"""Stop reasons of a run that went as far as it was allowed: its budget, the simulated clock's time
+limit (:mod:`metaopt.engine.simclock`), or its budget's evaluation cap (``Budget.max_evals``). Any
+other (a stopping rule's name, a peer that stopped itself) ended the run early."""
 
 
 def stopped_early(stop_reason: str) -> bool:
@@ -89,6 +89,7 @@ def summarize(trace: pd.DataFrame, problem: Problem, budget: Budget, stop_reason
         "budget": budget.amount,
         "budget_unit": budget.unit,
         "budget_spec": budget.spec,
+        **({"max_evals": budget.max_evals} if budget.max_evals is not None else {}),
         "final_loss": _last(trace, "incumbent_loss"),
         "final_loss_full": _last(trace, "incumbent_loss_full"),
         "normalized_regret": _last(trace, "normalized_regret"),

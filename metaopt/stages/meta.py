@@ -215,7 +215,7 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     """
     store = output if isinstance(output, StudyStore) else StudyStore(output)
     store.meta_dir.mkdir(parents=True, exist_ok=True)
-    cache = load_cache(store, archive_file)
+    cache = load_cache(store, archive_file, setup.budget.max_evals)
     finished: dict[int, list[dict[str, Any]]] = {}
     searches: list[Search] = []
     restored = _restore_trials_logs(store, archive_file, cache)

@@ -38,7 +38,7 @@ from metaopt.core.executor import Executor
 from metaopt.store.meta_archive import CRASH_OBJECTIVE, Key, record_key, run_name, trials_log_line
 from metaopt.core.references import Reference
 from metaopt.store.run_io import jsonable
-from metaopt.core.smac_utils import bound_forest_leaves, reproducible_model_and_maximizer
+from metaopt.core.smac_utils import bound_forest_leaves, quiet_smac_logging, reproducible_model_and_maximizer
 from metaopt.store.store import StudyStore
 from metaopt.core.store_utils import atomic_write_text
 from metaopt.engine.tasks import RunSpec, execute
@@ -324,7 +324,7 @@ def _smac_facade(facade: Any, scenario: Any, initial: list, model_options: dict[
     return facade(scenario, _target_function, model=model, acquisition_maximizer=maximizer,
                   initial_design=facade.get_initial_design(scenario, additional_configs=initial[: max(room, 0)]),
                   intensifier=facade.get_intensifier(scenario, **intensifier_options),
-                  overwrite=True, logging_level=40)
+                  overwrite=True, logging_level=quiet_smac_logging())
 
 
 class SmacSearch(Search):

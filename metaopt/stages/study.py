@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -368,8 +368,9 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
     archives = meta.archive_files()
     stars = {}
     for restriction, arm in ctx.arms.items():
-        setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, ctx.budget, references, restriction, meta.objective,
-                          tuple(meta.objective_budgets), meta.clock.workers if meta.clock else None, time_limits)
+        setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, replace(ctx.budget, max_evals=meta.max_evals), references,
+                          restriction, meta.objective, tuple(meta.objective_budgets),
+                          meta.clock.workers if meta.clock else None, time_limits)
         space = get_restriction(restriction).space() if restriction else design_space()
         search = ("random search" if meta.optimizer == "random" else "SMAC (algorithm configuration)"
                   if meta.fidelity is None else f"SMAC (Hyperband over the inner budget, from "

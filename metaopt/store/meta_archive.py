@@ -172,12 +172,30 @@ def _valid_record(record: Any) -> bool:
         return False
 
 
-def load_cache(store: StudyStore, archive_file: Path | None = None) -> dict[Key, dict[str, Any]]:
+def same_under_cap(record: dict[str, Any], max_evals: int | None) -> bool:
+    """Whether the stored run ``record`` is the run its design makes under the evaluation cap
+    ``max_evals`` (``meta.max_evals``; None: no cap). A run that stopped below the cap for another
+    reason is the same run with any cap at least its length; a run the cap stopped (``eval_cap``) is
+    the same run only under that cap. Records without the two summary fields (older archives'
+    failed runs, which are never cache entries) count as the same."""
+    summary = record.get("summary") or {}
+    n_evals, reason = summary.get("n_evals"), summary.get("stop_reason")
+    if n_evals is None:
+        return True
+    if reason == "eval_cap":
+        return max_evals is not None and n_evals == max_evals
+    return max_evals is None or n_evals <= max_evals
+
+
+def load_cache(store: StudyStore, archive_file: Path | None = None,
+               max_evals: int | None = None) -> dict[Key, dict[str, Any]]:
     """The finished (status ``ok``) runs in the store, by key, and those of the compact meta-archive
     ``archive_file`` (``meta.archive``) the store lacks; called once per optimize stage.
 
     Failed runs are not cache entries (they are retried), nor is a damaged or foreign file. A damaged
     compact archive is refused with one line (it is a file someone committed, not a crash's leftover).
+    Nor is a run that the evaluation cap ``max_evals`` (the inner budget's) would have made otherwise
+    (:func:`same_under_cap`): it is run again under the cap.
     """
     cache = {}
     for path in stored_run_records(store.meta_runs_dir):
@@ -185,14 +203,16 @@ def load_cache(store: StudyStore, archive_file: Path | None = None) -> dict[Key,
             record = json.loads(path.read_text())
         except ValueError:  # e.g. truncated by a full disk: recomputed
             continue
-        if _valid_record(record) and path == store.meta_run_file(*record_key(record)):
+        if (_valid_record(record) and path == store.meta_run_file(*record_key(record))
+                and same_under_cap(record, max_evals)):
             cache[record_key(record)] = record
     if archive_file is not None and not Path(archive_file).exists():
         print(f"optimize: the meta-archive {archive_file} does not exist yet: nothing to continue from "
               "(`metaopt study export-meta` writes it)")
     elif archive_file is not None:
         for record in read_meta_runs(archive_file):
-            cache.setdefault(record_key(record), record)
+            if same_under_cap(record, max_evals):
+                cache.setdefault(record_key(record), record)
     return cache
 
 

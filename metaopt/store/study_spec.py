@@ -215,6 +215,12 @@ class MetaSpec(_InstancesAndSeeds):
     clock: MetaClock | None = None
     """Every inner run on the simulated clock with N workers; the meta-objective against simulated time
     (a γ* for parallel use)."""
+    max_evals: int | None = Field(default=None, ge=1)
+    """Every inner run of the search (and of its selection, baselines and noise re-runs) stops after
+    this many evaluations even with budget left (stop reason ``eval_cap``; None: no cap). A guard for
+    the search's wall time: a design that spends its budget in tens of thousands of low-fidelity
+    evaluations, with proposal work that grows with each, could otherwise hold up a batch for hours.
+    Stored runs the cap would have changed are run again (:func:`metaopt.store.meta_archive.same_under_cap`)."""
 
     def archive_files(self, archive: str | None = None) -> dict[str | None, Path]:
         """The compact meta-archive of each meta-optimization, by restriction (as
@@ -236,6 +242,11 @@ class MetaSpec(_InstancesAndSeeds):
         if self.inner_seeds > 1 and (self.fidelity is not None or self.optimizer != "smac"):
             raise ValueError("inner_seeds > 1 races designs in SMAC's algorithm-configuration search: it needs "
                              "optimizer smac without fidelity")
+        if self.max_evals is not None and self.clock is not None:
+            # on several simulated workers the results that arrive past the time limit are discarded, so a
+            # stored run's length does not tell whether the cap would have changed it (same_under_cap)
+            raise ValueError("max_evals (an evaluation cap on the inner runs) is for runs off the clock: drop it "
+                             "or clock")
         return self
 
     @field_validator("baselines")
