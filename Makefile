@@ -28,8 +28,10 @@ $(STAMP): pyproject.toml constraints.txt
 demo: install
 	$(BIN)/metaopt study run studies/quickstart.yaml --workers 2
 
+# Two test processes (pytest-xdist), one per core of the CI machine; every test is independent of
+# the others and of the order they run in.
 test: check
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 # Static checks (configured in pyproject.toml): ruff, then mypy on the package. mypy cannot follow
 # the package-dir mapping (components/ installed as metaopt.components, ...), so it reads the

@@ -52,11 +52,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--out", default=None, help="write trace.csv and summary.json here")
-    parser.add_argument("--quick", action="store_true", help="a tiny run (3·d, at most 27 iterations)")
+    parser.add_argument("--quick", action="store_true", help="a tiny run (2·d, at most 9 iterations)")
     args = parser.parse_args()
-    r_max = 27 if args.quick else 81
+    r_max = 9 if args.quick else 81
     result = metaopt.minimize(objective, search_space(), optimizer=args.optimizer,
-                              budget="3d" if args.quick else args.budget, fidelity=("max_iter", 1, r_max),
+                              budget="2d" if args.quick else args.budget, fidelity=("max_iter", 1, r_max),
                               seed=args.seed, workers=args.workers, output=args.out, progress=not args.quick)
     print(f"{len(result.trace)} evaluations, {result.summary['n_failed']} failed, "
           f"cost {result.summary['cost_used']:.1f} s of fitting")

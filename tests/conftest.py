@@ -7,6 +7,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# `make test` runs two test processes on the two cores; a library that starts a thread per core
+# (OpenMP in scikit-learn's histogram boosting, tuned by examples/tune_sklearn.py) would then put
+# four busy-waiting threads on two cores. One thread each (results never depend on threading).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 @pytest.fixture(scope="session")
 def yahpo_data() -> Path:

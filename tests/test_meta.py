@@ -89,7 +89,7 @@ def test_optimize_writes_archive_and_gamma_star_and_replays_identically(tmp_path
 def test_an_evaluation_cap_reruns_only_the_stored_runs_it_would_have_changed(tmp_path):
     """``meta.max_evals``: stored runs no longer than the cap (and not cut by another cap) are the runs
     the capped search makes, so they are reused; longer ones are run again and stop at the cap."""
-    path = write(tmp_path, "c", trials=6, seeds="[1]")
+    path = write(tmp_path, "c", trials=4, seeds="[1]")
     assert main(["optimize", str(path), "--quiet"]) == 0
     before = pd.read_csv(tmp_path / "c" / "meta" / "archive.csv")
     cap = int(before["inner.n_evals"].median())

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 from collections import deque
 from contextlib import AbstractContextManager
 from typing import Any, Callable, Iterable, Iterator
@@ -100,6 +101,8 @@ class DaskExecutor(Executor):
         self._cluster: Any = None
         if scheduler:
             try:
+                # a refused connection is known at once: Dask's client would retry it for its whole timeout
+                socket.create_connection(scheduler_address(scheduler), timeout=20).close()
                 self.dask_client = Client(scheduler, timeout="20s")
             except OSError as err:
                 raise UsageError(f"--scheduler: cannot reach a Dask scheduler at {scheduler} ({err})") from None
@@ -170,13 +173,20 @@ def check_executor(workers: int, scheduler: str | None, field: str = "--workers"
         raise UsageError(f"{field}: {workers} workers; allowed: 1 to {limit} ({WORKERS_PER_CORE} per core of the "
                          f"{default_workers()} this process may use)")
     if scheduler is not None:
-        scheme, sep, rest = scheduler.partition("://")
-        if not sep:
-            scheme, rest = "tcp", scheduler
-        host, _, port = rest.rpartition(":")
-        if scheme not in SCHEDULER_SCHEMES or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise UsageError(f"--scheduler: {scheduler!r} is not a Dask scheduler address; allowed: "
-                             "tcp://HOST:PORT or HOST:PORT (tls:// and ucx:// are not supported)")
+        scheduler_address(scheduler)
+
+
+def scheduler_address(scheduler: str) -> tuple[str, int]:
+    """(host, port) of the Dask scheduler address ``tcp://HOST:PORT`` (or ``HOST:PORT``); UsageError for
+    anything else. Called by :func:`check_executor` and before connecting to the scheduler."""
+    scheme, sep, rest = scheduler.partition("://")
+    if not sep:
+        scheme, rest = "tcp", scheduler
+    host, _, port = rest.rpartition(":")
+    if scheme not in SCHEDULER_SCHEMES or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--scheduler: {scheduler!r} is not a Dask scheduler address; allowed: "
+                         "tcp://HOST:PORT or HOST:PORT (tls:// and ucx:// are not supported)")
+    return host.strip("[]"), int(port)
 
 
 def _quiet_dask_logs() -> None:
