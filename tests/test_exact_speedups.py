@@ -359,3 +359,28 @@ def test_features_of_one_fidelity_equal_the_per_level_encoding(yahpo_data):
         features = encoder.encode(X, r)
         np.testing.assert_array_equal(features[:, -1], per_level(r))
         np.testing.assert_array_equal(features[:, :-1], encoder.encode(X, mixed)[:, :-1])
+
+
+@pytest.mark.parametrize("categorical", [True, False])
+def test_tpe_scores_each_distinct_candidate_once_with_the_numbers_of_scoring_every_row(categorical):
+    """TPE's prediction scores the distinct rows of its candidates and spreads the scores back: the same
+    bits as scoring every row (a one-hot space repeats candidates; a continuous one hardly does)."""
+    from metaopt.components.surrogates import TPE, distinct_rows
+
+    rng = np.random.default_rng(4)
+    def draw(n):
+        Z = (rng.integers(0, 2, size=(n, 12)) / np.sqrt(2)) if categorical else rng.random((n, 12))
+        return np.column_stack([Z, rng.choice([1.0, 3.0, 9.0], size=n)])
+    F = draw(300)
+    tpe = TPE()
+    tpe._fit(F, rng.random(300), rng)
+    candidates = draw(400)
+    candidates = np.vstack([candidates, candidates[rng.integers(0, 400, size=600)]])  # repeats, in any order
+    candidates[5, 0], candidates[6, 0] = 0.0, -0.0  # equal, but not the same bits: scored apart
+    got, _ = tpe._predict(candidates)
+    Z = candidates[:, :-1]
+    expected = tpe._bad.log_density(Z) - tpe._good.log_density(Z)
+    assert got.tobytes() == expected.tobytes()
+    distinct, inverse = distinct_rows(Z)
+    assert distinct[inverse].tobytes() == Z.tobytes() and len(distinct) < len(Z)
+    assert [row.tobytes() for row in distinct] == list(dict.fromkeys(row.tobytes() for row in Z))
