@@ -77,7 +77,8 @@ def search_curves(store: StudyStore) -> pd.DataFrame:
         return pd.DataFrame()
     instances = set().union(*(set(table["instance"].astype(str)) for _, _, table in tables))
     archive = Path(spec.meta.archive) if spec.meta.archive and Path(spec.meta.archive).exists() else None
-    wall = {key: run_cpu_seconds(record) for key, record in load_cache(store, archive).items()}
+    runs = load_cache(store, archive, max_evals=spec.meta.max_evals)
+    wall = {key: run_cpu_seconds(record) for key, record in runs.items()}
     curves = []
     for label, _path, table in tables:
         trajectory = incumbent_trajectory(table, len(instances), wall)

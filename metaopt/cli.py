@@ -440,7 +440,7 @@ def cmd_export_meta(args: argparse.Namespace) -> None:
     written = 0
     for restriction, target in meta.archive_files(args.out).items():
         count = export_meta_runs(stores[restriction], target, previous.get(restriction), clock,
-                                 restriction if arms else None)
+                                 restriction if arms else None, max_evals=meta.max_evals)
         if count:
             print(f"wrote {count} meta-optimization runs to {target} ({target.stat().st_size / 1024:.0f} KiB)")
             written += 1

@@ -17,7 +17,8 @@ import metaopt.stages.meta_search
 from metaopt.core.budget import Budget
 from metaopt.core.errors import UsageError
 from metaopt.stages.meta import meta_objective
-from metaopt.store.meta_archive import CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, same_under_cap, selection_pool
+from metaopt.store.meta_archive import (CRASH_OBJECTIVE, choose_gamma_star, gamma_hash, read_meta_runs, record_key,
+                                       same_under_cap, selection_pool)
 from metaopt.store.store import StudyStore
 from metaopt.store.study_spec import load_study
 
@@ -108,6 +109,11 @@ def test_an_evaluation_cap_reruns_only_the_stored_runs_it_would_have_changed(tmp
         if key in old.index:  # a run of the first search: reused exactly when the cap would not change it
             short = old.loc[key, "inner.n_evals"] <= cap
             assert bool(cached[i]) == short and (not short or old.loc[key, "objective"] == row["objective"])
+    # the compact meta-archive carries the runs the cap stopped too: the search restores from it alone
+    assert main(["study", "export-meta", str(tmp_path / "c"), "--out", str(tmp_path / "c.jsonl.gz")]) == 0
+    exported = {record_key(r): r for r in read_meta_runs(tmp_path / "c.jsonl.gz")}
+    assert set(exported) == set(zip(after["hash"], after["instance"].astype(str), after["seed"]))
+    assert sum(r["summary"]["stop_reason"] == "eval_cap" for r in exported.values()) == cut.sum()
 
 
 def test_a_stored_run_is_the_capped_run_when_no_longer_than_the_cap():
@@ -603,9 +609,9 @@ def test_multi_fidelity_search_over_the_inner_budget(tmp_path):
     from metaopt.stages.meta import export_meta_runs
     from metaopt.store.meta_archive import load_cache, read_meta_runs
 
-    count = export_meta_runs(StudyStore(tmp_path / "mf"), tmp_path / "mf.jsonl.gz")
+    count = export_meta_runs(StudyStore(tmp_path / "mf"), tmp_path / "mf.jsonl.gz", max_evals=None)
     records = read_meta_runs(tmp_path / "mf.jsonl.gz")
-    assert count == len(records) == len(load_cache(StudyStore(tmp_path / "mf")))
+    assert count == len(records) == len(load_cache(StudyStore(tmp_path / "mf"), None, max_evals=None))
     assert sum("inner_budget" in r for r in records) == len(list((out / "runs").glob("*@*/*/seed-*.json")))
 
 

@@ -139,7 +139,7 @@ ARCHIVE_SUMMARY_FIELDS = (*INNER_SUMMARY_FIELDS, "wall_time_s", "cpu_time_s")
 
 
 def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = None,
-                     clock: dict[str, Any] | None = None, arm: str | None = None) -> int:
+                     clock: dict[str, Any] | None = None, arm: str | None = None, *, max_evals: int | None) -> int:
     """Write every finished inner run of ``store``'s meta-optimization to ``out`` (gzipped JSON lines,
     one record each, in key order: γ, instance, seed, objective and the summary fields of
     :data:`ARCHIVE_SUMMARY_FIELDS`), with those of the meta-archive the search continued from
@@ -152,8 +152,9 @@ def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = N
     settings refuses the archive (:func:`~metaopt.store.meta_archive.check_archived_clock`); none for
     a search off the clock. ``arm``: the restriction of an arm of a study that meta-optimizes a list of
     restrictions (``store`` is that arm's), written next (:data:`~metaopt.store.meta_archive.META_ARM`)
-    so that only that arm's search reads the archive (:func:`~metaopt.store.meta_archive.check_archived_arm`)."""
-    cache = load_cache(store, archive_file)
+    so that only that arm's search reads the archive (:func:`~metaopt.store.meta_archive.check_archived_arm`).
+    ``max_evals``: the study's ``meta.max_evals``, so that the runs it stopped are exported with the rest."""
+    cache = load_cache(store, archive_file, max_evals=max_evals)
     if not cache:
         return 0
     lines = []
@@ -215,7 +216,7 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     """
     store = output if isinstance(output, StudyStore) else StudyStore(output)
     store.meta_dir.mkdir(parents=True, exist_ok=True)
-    cache = load_cache(store, archive_file, setup.budget.max_evals)
+    cache = load_cache(store, archive_file, max_evals=setup.budget.max_evals)
     finished: dict[int, list[dict[str, Any]]] = {}
     searches: list[Search] = []
     restored = _restore_trials_logs(store, archive_file, cache)

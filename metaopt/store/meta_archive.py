@@ -187,15 +187,15 @@ def same_under_cap(record: dict[str, Any], max_evals: int | None) -> bool:
     return max_evals is None or n_evals <= max_evals
 
 
-def load_cache(store: StudyStore, archive_file: Path | None = None,
-               max_evals: int | None = None) -> dict[Key, dict[str, Any]]:
+def load_cache(store: StudyStore, archive_file: Path | None, *, max_evals: int | None) -> dict[Key, dict[str, Any]]:
     """The finished (status ``ok``) runs in the store, by key, and those of the compact meta-archive
     ``archive_file`` (``meta.archive``) the store lacks; called once per optimize stage.
 
     Failed runs are not cache entries (they are retried), nor is a damaged or foreign file. A damaged
     compact archive is refused with one line (it is a file someone committed, not a crash's leftover).
-    Nor is a run that the evaluation cap ``max_evals`` (the inner budget's) would have made otherwise
-    (:func:`same_under_cap`): it is run again under the cap.
+    Nor is a run that the evaluation cap ``max_evals`` (the study's ``meta.max_evals``; every caller
+    names it, since None drops the runs a cap stopped) would have made otherwise (:func:`same_under_cap`):
+    it is run again under the cap.
     """
     cache = {}
     for path in stored_run_records(store.meta_runs_dir):
