@@ -219,9 +219,9 @@ class BudgetMeter:
         self.n_evals = 0
         """Evaluations booked so far."""
         self.limit = "budget"
-        """The limit that cut the last batch cut short (:meth:`how_many_fit`, :meth:`affordable`, or a
-        loop that decides itself what may start): ``budget``, or ``eval_cap`` when the budget alone would
-        have allowed more. A run that ends because nothing more fits takes it as its stop reason."""
+        """The limit that cut the last batch cut short (:meth:`within_cap`): ``budget``, or ``eval_cap``
+        when the budget alone would have allowed more. A run that ends because nothing more fits takes it
+        as its stop reason."""
 
     def step(self, fidelity: float) -> float:
         """Full-evaluation equivalents one evaluation at ``fidelity`` spends: r/r_max."""
@@ -242,11 +242,13 @@ class BudgetMeter:
         if self.budget.unit == "full_evals":
             left = self.left()
             fits = max(min(int(np.floor((left + BUDGET_TOLERANCE) / self.step(fidelity))) if left > 0 else 0, n), 0)
-        return self._capped(n, fits)
+        return self.within_cap(n, fits)
 
-    def _capped(self, n: int, fits: int) -> int:
-        """``fits`` of a batch of ``n`` (what the budget allows) within the evaluation cap; records which
-        limit cut the batch, if one did (:attr:`limit`)."""
+    def within_cap(self, n: int, fits: int) -> int:
+        """How many of a batch of ``n`` evaluations, of which the budget allows ``fits``, the evaluation
+        cap allows too; records which limit cut the batch, if one did (:attr:`limit`). Called by
+        :meth:`how_many_fit` and :meth:`affordable`, and by the asynchronous loop, which decides itself
+        what its budget allows (counting the trials running)."""
         kept = min(fits, self.evals_left())
         if kept < n:
             self.limit = "eval_cap" if kept < fits else "budget"
@@ -255,8 +257,6 @@ class BudgetMeter:
     def evals_left(self) -> int:
         """How many more evaluations the budget's ``max_evals`` allows (a very large number without one)."""
         return 2**62 if self.budget.max_evals is None else max(self.budget.max_evals - self.n_evals, 0)
-
-
 
     def affordable(self, costs: ArrayLike) -> int:
         """Called after a batch was evaluated, with the costs of its evaluations in batch order.
@@ -269,7 +269,7 @@ class BudgetMeter:
         fits = len(costs)
         if self.budget.unit == "cost":
             fits = int(np.searchsorted(np.cumsum(costs), self.left() + BUDGET_TOLERANCE, side="right"))
-        return self._capped(len(costs), fits)
+        return self.within_cap(len(costs), fits)
 
     def charge(self, fidelity: float, costs: ArrayLike) -> None:
         """Book a batch of evaluations at one ``fidelity`` with their ``costs`` (the kept ones only).
@@ -288,7 +288,14 @@ class BudgetMeter:
         return self.budget.fraction(self.budget_used, self.cost_used)
 
     @property
+    def exhausted_by(self) -> str | None:
+        """``budget`` once the run has spent its budget, up to :data:`BUDGET_TOLERANCE` of it; else
+        ``eval_cap`` once it has made its ``max_evals`` evaluations; else None."""
+        if self.fraction_spent >= 1 - BUDGET_TOLERANCE:
+            return "budget"
+        return "eval_cap" if self.evals_left() == 0 else None
+
+    @property
     def exhausted(self) -> bool:
-        """True once the run has spent its budget, up to :data:`BUDGET_TOLERANCE` of it, or made its
-        ``max_evals`` evaluations."""
-        return self.fraction_spent >= 1 - BUDGET_TOLERANCE or self.evals_left() == 0
+        """True once the run may evaluate nothing more (:attr:`exhausted_by`)."""
+        return self.exhausted_by is not None

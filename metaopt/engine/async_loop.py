@@ -74,10 +74,8 @@ class AsyncRun(_Run):
             fits = committed + meter.step(fidelity) <= self.budget.amount + BUDGET_TOLERANCE
         else:
             fits = meter.left() > BUDGET_TOLERANCE
-        if fits and meter.evals_left() <= len(self.running):  # the evaluation cap counts the running trials too
-            meter.limit = "eval_cap"
-            return False
-        return fits
+        starting = len(self.running) + 1  # the evaluation cap counts the running trials too
+        return fits and meter.within_cap(starting, starting) == starting
 
     def _new_config(self, fidelity: float) -> int:
         """The ID of a new configuration from the proposal strategy, which sees the archive the

@@ -14,7 +14,7 @@ from ConfigSpace.hyperparameters import UniformFloatHyperparameter, UniformInteg
 
 from metaopt.core.archive import Archive
 from metaopt.core.benchmarks.base import Problem
-from metaopt.core.budget import BUDGET_TOLERANCE, Budget, BudgetMeter
+from metaopt.core.budget import Budget, BudgetMeter
 from metaopt.core.space_codec import SpaceCodec
 from metaopt.engine.loop import ProgressFn
 
@@ -86,7 +86,7 @@ class PeerRun:
         self.spent.append(charge)
         self.meter.charge(charge, [cost])
         if self.meter.exhausted:  # its budget spent, or its evaluation cap reached with budget left
-            self.stop_reason = "eval_cap" if self.meter.fraction_spent < 1 - BUDGET_TOLERANCE else "budget"
+            self.stop_reason = self.meter.exhausted_by
         if self.progress is not None:
             self.progress(min(self.meter.fraction_spent, 1.0))
         return True
