@@ -13,8 +13,10 @@ give the same bytes. Its first line describes it (``format``, ``study``, ``bench
 ``budget_spec``, ``optimizers``, ``runs``); every other line is one run: ``optimizer``, ``instance``,
 ``seed``, its ``summary`` (summary.json without the trace digest) and its ``trace`` reduced to
 :data:`TRACE_COLUMNS` on the rows where the incumbent's normalized regret changes, plus the first and
-the last row. The incumbent's regret after any budget, which is all the report and the answer read
-from a trace, is the same from the reduced trace as from the whole one (:func:`reduced_trace`).
+the last row (for a run on the simulated clock also :data:`CLOCK_COLUMNS`, and the rows where the best
+loss in by the row's simulated time changes). The incumbent's regret after any budget or simulated
+time, which is all the report and the answer read from a trace, is the same from the reduced trace
+as from the whole one (:func:`reduced_trace`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ FORMAT = "metaopt held-out runs v1"
 """The ``format`` of a runs file's first line; a file without it is refused."""
 TRACE_COLUMNS = ("budget_used", "cost_used", "normalized_regret")
 """The trace columns a runs file keeps: the budget axes of both units and the incumbent's regret."""
+CLOCK_COLUMNS = ("sim_time", "loss")
+"""The trace columns a runs file keeps besides, for a run on the simulated clock: what its curve
+against simulated time is read from (:func:`metaopt.analysis.clock_curves.regret_by_time`)."""
 
 
 @dataclass
@@ -67,6 +72,9 @@ class Evaluation:
     damaged: list[str] = field(default_factory=list)
     """Stored runs left out because their files are damaged, each with what is wrong (named in the
     report and the answer)."""
+    clock: pd.DataFrame | None = None
+    """The runs on the simulated clock (``evaluation.clock``, their companions' too) as curves against
+    simulated time (:func:`metaopt.analysis.clock_curves.clock_curves`); None without any."""
 
     def damage_note(self) -> str | None:
         """One sentence naming the damaged runs left out (None without any)."""
@@ -101,17 +109,32 @@ def stored_runs(output: Path, optimizers: Collection[str], damaged: list[str] | 
 
 def reduced_trace(trace: pd.DataFrame) -> pd.DataFrame:
     """``trace``'s :data:`TRACE_COLUMNS` on its first and last rows and every row where the
-    normalized regret differs from the row before (NaN counts as a change).
+    normalized regret differs from the row before (NaN counts as a change); for a run on the
+    simulated clock (a ``sim_time`` column) also its :data:`CLOCK_COLUMNS`, and the rows that arrive
+    first or with a loss below every loss in before them.
 
     Why this loses nothing the report reads: the regret after spending ``b`` is the regret on the
     last row with spent <= b (:func:`metaopt.analysis.anytime.regret_at`); between two kept rows the
-    regret does not change, so the last kept row at or before that row has the same regret.
+    regret does not change, so the last kept row at or before that row has the same regret. The
+    regret at simulated time t is that of the lowest loss among the rows in by t
+    (:func:`metaopt.analysis.clock_curves.regret_by_time`), and the row that first reached that loss
+    is kept; so is the first row in, where the curves start.
     """
     regret = trace["normalized_regret"]
     keep = regret.ne(regret.shift())  # the first row (shift gives NaN) and every change
     if len(trace):
         keep.iloc[-1] = True
-    return trace.loc[keep, list(TRACE_COLUMNS)].reset_index(drop=True)
+    columns = list(TRACE_COLUMNS)
+    if "sim_time" in trace.columns and len(trace):
+        order = np.argsort(trace["sim_time"].to_numpy(), kind="stable")  # arrival order, as the curves read it
+        loss = trace["loss"].to_numpy(dtype=float)[order]
+        loss = np.where(np.isnan(loss), np.inf, loss)
+        before = np.concatenate([[np.inf], np.minimum.accumulate(loss)[:-1]])
+        record = loss < before
+        record[0] = True
+        keep |= pd.Series(record[np.argsort(order, kind="stable")], index=trace.index)
+        columns += CLOCK_COLUMNS
+    return trace.loc[keep, columns].reset_index(drop=True)
 
 
 def write_runs_file(output: Path, target: Path, optimizers: list[str] | None = None) -> int:
@@ -143,7 +166,7 @@ def write_runs_file(output: Path, target: Path, optimizers: list[str] | None = N
         trace = reduced_trace(run.result.trace)
         lines.append(json.dumps({"optimizer": run.optimizer, "instance": run.instance, "seed": run.seed,
                                  "summary": summary,
-                                 "trace": {c: jsonable(trace[c].tolist()) for c in TRACE_COLUMNS}}))
+                                 "trace": {c: jsonable(trace[c].tolist()) for c in trace.columns}}))
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as packed:  # no time in the header: same bytes
         packed.write(("\n".join(lines) + "\n").encode())
@@ -174,7 +197,8 @@ def read_runs_file(path: Path, benchmark: str, budget_spec: str, optimizers: Col
     for line in lines[1:]:
         item = json.loads(line)
         if item["optimizer"] in optimizers:
-            trace = pd.DataFrame({c: np.array(item["trace"][c], dtype=float) for c in TRACE_COLUMNS})  # None: NaN
+            trace = pd.DataFrame({c: np.array(item["trace"][c], dtype=float)  # None: NaN
+                                  for c in (*TRACE_COLUMNS, *CLOCK_COLUMNS) if c in item["trace"]})
             runs.append(HeldOutRun(item["optimizer"], str(item["instance"]), int(item["seed"]),
                                    RunResult(trace, item["summary"])))
     return runs

@@ -36,7 +36,7 @@ import pandas as pd
 from metaopt.analysis import figures
 from metaopt.analysis.answer import write_answer
 from metaopt.analysis.anytime import budget_grid, regret_at
-from metaopt.analysis.clock_curves import clock_figure
+from metaopt.analysis.clock_curves import clock_curves, clock_figure
 from metaopt.analysis.figures import Figure
 from metaopt.analysis.held_out_runs import Evaluation, read_runs_file, stored_runs
 from metaopt.analysis.meta_model import meta_archive_model
@@ -45,6 +45,7 @@ from metaopt.analysis.stats import (average_ranks, empty_runs, paired_difference
 from metaopt.core.budget import Budget, BudgetUnit, split_spec
 from metaopt.core.errors import UsageError
 from metaopt.analysis.aliases import kept, label_containing, names_of, run_identity, same_configuration_labels
+from metaopt.store.run_io import RunResult
 from metaopt.store.store import EvalFiles, ReportFiles, StudyStore, read_gamma_star
 from metaopt.store.study_spec import Companion, StudySpec, companion_studies
 
@@ -123,6 +124,7 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
     labels = same_configuration_labels(named, study.evaluation.optimizer_names())
     rows: list[dict[str, Any]] = []
     traces: dict[tuple[str, str, int], pd.DataFrame] = {}
+    on_clock: list[tuple[dict[str, Any], RunResult]] = []
     configs: dict[str, dict[str, Any]] = {}
     budget: Budget | None = None
     for run in runs:
@@ -141,12 +143,15 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
             spent = spent * budget.amount / float(summary["budget"])
         traces[(name, run.instance, run.seed)] = pd.DataFrame({"spent": spent, "normalized_regret":
                                                                         trace["normalized_regret"]})
+        if "workers" in summary:
+            on_clock.append(({"optimizer": name, "instance": run.instance, "seed": run.seed}, run.result))
     if damaged:
         print(f"metaopt: warning: {output}: {len(damaged)} damaged run(s) left out of the report: "
               + "; ".join(damaged[:3]) + (" ..." if len(damaged) > 3 else ""), file=sys.stderr)
     if not rows or budget is None:
         return None
-    return Evaluation(pd.DataFrame(rows), traces, configs, budget, failed, read_from, damaged)
+    return Evaluation(pd.DataFrame(rows), traces, configs, budget, failed, read_from, damaged,
+                      clock_curves(on_clock) if on_clock else None)
 
 
 def parse_budget(spec: str, total: Budget) -> Budget:
@@ -559,9 +564,8 @@ def evaluation_sections(study: StudySpec, output: Path, evaluation: Evaluation, 
         anytime_curves(evaluation, study.benchmark), palette, x_label,
         f"Mean normalized regret of the incumbent vs budget spent (log axis): mean over seeds per instance, then "
         f"mean ± 1 s.e. over instances. {base}.")])
-    clock = StudyStore(output).readable_eval_files().anytime_clock_csv
-    if clock.exists():  # evaluation.clock: the curves against simulated time (metaopt.analysis.clock_curves)
-        held_out.blocks.append(clock_figure(pd.read_csv(clock, dtype={"instance": str}), f"{base}."))
+    if evaluation.clock is not None and len(evaluation.clock):  # evaluation.clock: the curves against simulated time
+        held_out.blocks.append(clock_figure(evaluation.clock, f"{base}."))
     if scores:
         held_out.blocks.append(figures.final_boxplots(
             scores, palette, f"Normalized regret per instance (mean over seeds) at budgets {', '.join(scores)}; "

@@ -173,6 +173,8 @@ BAD_STUDIES = [
      lambda t: t + "report_with: [{study: {dir}/same_seeds.yaml, optimizers: [rs]}]\n", "report_with[0]"),
     ("report_with an optimizer it lacks",
      lambda t: t + "report_with: [{study: {dir}/same_seeds.yaml, optimizers: [bohb]}]\n", "report_with[0]"),
+    ("report_with a study on the simulated clock",
+     lambda t: t + "report_with: [{dir}/on_clock.yaml]\n", "report_with[0]"),
     ("seeds 2**63", lambda t: _meta(t).replace("seeds: 2", "seeds: [9223372036854775808]"), "evaluation.seeds"),
     ("meta seeds 2**31", lambda t: _meta(t).replace("seeds: [1]", "seeds: [2147483648]"), "meta.seeds"),
     ("a billion seeds", lambda t: t.replace("seeds: 2", "seeds: 1000000000"), "evaluation.seeds"),
@@ -198,6 +200,8 @@ def test_bad_studies_fail_before_anything_is_written(tmp_path, capsys, monkeypat
     monkeypatch.chdir(tmp_path)  # a study without output writes results/<name> here
     (tmp_path / "other_seeds.yaml").write_text(STUDY.format(out=tmp_path / "other").replace("seeds: 2", "seeds: 3"))
     (tmp_path / "same_seeds.yaml").write_text(STUDY.format(out=tmp_path / "same"))
+    (tmp_path / "on_clock.yaml").write_text(STUDY.format(out=tmp_path / "clock").replace(
+        "optimizers: [rs, hb]", "clock: {workers: [2]}\n  optimizers: [bohb]"))
     out = tmp_path / "out"
     path = write_study(tmp_path, make(STUDY.format(out=out)).replace("{dir}", str(tmp_path)))
     code = main(["study", "run", str(path), "--quiet"])

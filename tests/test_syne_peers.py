@@ -197,3 +197,31 @@ def test_a_study_on_the_clock_stores_each_worker_count_and_draws_the_clock_curve
     assert "figures/anytime_clock.png" in (out / "report" / "report.md").read_text()
     assert set(pd.read_csv(out / "eval" / "table.csv")["optimizer"]) == {
         f"{n}@w{w}" for n in ("asha", "hb", "syne_asha") for w in (1, 3)}
+
+
+def test_a_companion_on_the_clock_joins_the_curves_against_simulated_time_from_its_runs_file(tmp_path):
+    """syne-tune's runs, too slow to share a study's session, come from a companion study on the same
+    clock; its runs file keeps what the curves against simulated time read, so the report draws the
+    same curves from the file as from the companion's store. A companion on another clock is refused."""
+    from metaopt.analysis.report import _load
+
+    clock = "{workers: [1, 3], time_limit: 1dc}"
+    path, companion = tmp_path / "study.yaml", tmp_path / "companion.yaml"
+    companion.write_text(STUDY.format(clock="{workers: [3], time_limit: 1dc}", optimizers="syne_asha, hb",
+                                      out=tmp_path / "companion").replace("name: clock", "name: clock_syne"))
+    runs_file = tmp_path / "syne_runs.jsonl.gz"
+    path.write_text(STUDY.format(clock=clock, optimizers="asha", out=tmp_path / "out")
+                    + f"report_with: [{{study: {companion}, optimizers: ['syne_asha@w3', 'hb@w3'], runs: {runs_file}}}]\n")
+    assert main(["study", "run", str(companion), "--quiet"]) == 0
+    assert main(["study", "export-runs", str(tmp_path / "companion"), "--out", str(runs_file)]) == 0
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    from_store = _load(tmp_path / "out")[2].clock
+    assert set(from_store["optimizer"]) == {"asha", "syne_asha", "hb"} and set(from_store["workers"]) == {1, 3}
+    import shutil
+    shutil.rmtree(tmp_path / "companion")
+    evaluation = _load(tmp_path / "out")[2]
+    assert "read from its runs file" in next(iter(evaluation.read_from.values()))
+    pd.testing.assert_frame_equal(evaluation.clock, from_store)
+    assert main(["report", str(tmp_path / "out")]) == 0
+    companion.write_text(companion.read_text().replace("time_limit: 1dc", "time_limit: 2dc"))
+    assert main(["report", str(tmp_path / "out")]) == 2

@@ -443,14 +443,22 @@ class Companion:
     runs_file: Path | None
 
 
+def _clock_text(clock: ClockSpec | None) -> str:
+    """``evaluation.clock`` as a phrase for messages."""
+    if clock is None:
+        return "no clock"
+    return f"workers {clock.workers}, time limit {clock.time_limit or 'none'}"
+
+
 def companion_studies(spec: StudySpec, source: Path, output: Path) -> list[Companion]:
     """The studies named in ``report_with``, checked; called when the study is run (to refuse a bad
     list before any work) and when its report is built.
 
     A companion runs optimizers too slow to share the main study's session (e.g. SMAC's facades):
-    its runs join the report's tables and tests as if the main study had run them. It must have the
-    same benchmark, budget and evaluation instances and seeds, and the optimizers it adds must be
-    its own and not this study's. ``source``: the study file that names them (for messages);
+    its runs join the report's tables, tests and curves as if the main study had run them. It must
+    have the same benchmark, budget and evaluation instances and seeds, the same simulated clock (its
+    worker counts among the study's, the same time limit), and the optimizers it adds must be its
+    own and not this study's. ``source``: the study file that names them (for messages);
     ``output``: its output folder. Raises UsageError naming the field otherwise.
     """
     out = []
@@ -471,6 +479,13 @@ def companion_studies(spec: StudySpec, source: Path, output: Path) -> list[Compa
             if getattr(theirs.evaluation, key) != getattr(spec.evaluation, key):
                 raise UsageError(f"{field}: {name} evaluates other {key} ({getattr(theirs.evaluation, key)!r}, "
                                  f"here {getattr(spec.evaluation, key)!r}); their runs would not pair")
+        mine, clock = spec.evaluation.clock, theirs.evaluation.clock
+        if (mine is None) != (clock is None) or (
+                mine is not None and clock is not None and (clock.time_limit != mine.time_limit
+                                                            or not set(clock.workers) <= set(mine.workers))):
+            raise UsageError(f"{field}: {name} evaluates on another clock ({_clock_text(clock)}, here "
+                             f"{_clock_text(mine)}; its worker counts must be among these, the time limit the "
+                             "same); their runs would not pair")
         if other.output.resolve() == Path(output).resolve():
             raise UsageError(f"{field}: {name} writes to this study's output folder ({output})")
         theirs_names = theirs.evaluation.optimizer_names()
