@@ -40,6 +40,29 @@ def test_same_seed_same_trace_other_seed_other_trace(name):
     assert not first.trace["loss"].equals(other.trace["loss"])
 
 
+@pytest.mark.parametrize("name, workers", [("syne_asha", 4), ("syne_bohb", 4), ("syne_bohb", 1)])
+def test_the_replaced_bookkeeping_makes_syne_tunes_own_decisions(monkeypatch, name, workers):
+    """syne_peers replaces syne-tune's linear-per-result bookkeeping (rung ranking, searcher refit,
+    BOHB's proposal loop); syne-tune's own code gives the same trace bit for bit, with BOHB's
+    densities proposing (not only its random fraction)."""
+    from metaopt.engine import syne_peers
+
+    proposals = []
+    kde_suggest = syne_peers._kde_suggest
+
+    def counted(self, **kwargs):
+        suggestion = kde_suggest(self, **kwargs)
+        proposals.append(self.good_kde is not None)
+        return suggestion
+
+    monkeypatch.setattr(syne_peers, "_kde_suggest", counted)
+    ours = _run(name, budget="4d", workers=workers, time_limit=None)
+    assert name == "syne_asha" or sum(proposals) >= 10
+    monkeypatch.setattr(syne_peers, "_without_quadratic_bookkeeping", lambda scheduler: None)
+    theirs = _run(name, budget="4d", workers=workers, time_limit=None)
+    pd.testing.assert_frame_equal(ours.trace, theirs.trace)
+
+
 def test_numpy_global_generator_is_restored():
     np.random.seed(123)
     expected = np.random.rand()
