@@ -362,7 +362,7 @@ def _kde_suggest(self: Any, **kwargs: Any) -> dict[str, Any] | None:
     candidate by the bad over the good density and keeps the first lowest. Here the draws come in the
     same order, the quantiles of all continuous draws are computed in one call of truncnorm's own
     quantile function (elementwise: the same numbers as one call each), and both densities are
-    evaluated on all candidates in one call each (statsmodels evaluates row by row: the same numbers).
+    evaluated on all candidates at once (:func:`_kde_densities`).
     """
     from scipy.stats import truncnorm
 
@@ -399,7 +399,8 @@ def _kde_suggest(self: Any, **kwargs: Any) -> dict[str, Any] | None:
         values = truncnorm._ppf(u, a, b) * scale + loc  # noqa: SLF001 - truncnorm.rvs's own quantile function
         for (i, position, *_), value in zip(continuous, values):
             candidates[i][position] = value
-    bad, good = np.atleast_1d(self.bad_kde.pdf(candidates)), np.atleast_1d(self.good_kde.pdf(candidates))
+    points = np.asarray(candidates, dtype=float)
+    bad, good = _kde_densities(self.bad_kde, points), _kde_densities(self.good_kde, points)
     best = None
     for candidate, bad_density, good_density in zip(candidates, bad, good):
         value = max(1e-32, bad_density) / max(good_density, 1e-32)
@@ -446,6 +447,30 @@ def _sorted_bracket(bracket: Any) -> Any:
 
     assert bracket.priority is None and not any(recorded for _, recorded in bracket.rungs)
     return _SortedBracket(bracket.rungs, bracket.rf)
+
+
+def _kde_densities(kde: Any, points: np.ndarray) -> np.ndarray:
+    """``kde.pdf(points)`` of a statsmodels ``KDEMultivariate`` (its default kernels: Gaussian,
+    Wang-Ryzin, Aitchison-Aitken), the same numbers. statsmodels calls its kernels once per point and
+    variable; here each variable's kernel is computed for all points at once (elementwise the same
+    operations), and each point's product over the variables and sum over the data are computed as
+    statsmodels computes them, on the same contiguous arrays."""
+    from statsmodels.nonparametric import kernels
+
+    data, bw = kde.data, kde.bw
+    values = np.empty((len(points), *data.shape))
+    for k, vartype in enumerate(kde.var_type):
+        column, at = data[:, k], points[:, k:k + 1]
+        if vartype == "c":
+            values[:, :, k] = kernels.gaussian(bw[k], column, at)
+        elif vartype == "o":
+            values[:, :, k] = kernels.wang_ryzin(bw[k], column, at)
+        else:  # "u": kernels.aitchison_aitken, whose number of levels is the data's
+            same = column == at
+            other = np.ones(column.size) * bw[k] / (np.asarray(np.unique(column).size) - 1)
+            values[:, :, k] = np.where(same, same * (1 - bw[k]), other)
+    scale = np.prod(bw[np.array([c == "c" for c in kde.var_type])])
+    return np.array([(block.prod(axis=1) / scale).sum(axis=0) / kde.nobs for block in values])
 
 
 def _jobs(recorder: Any, workers: int, end: float) -> tuple[list[Job], SimClock, float]:
