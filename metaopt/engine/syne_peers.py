@@ -33,7 +33,9 @@ adds to the simulated time, is not added (:class:`_SimulatedTimeOnly`); and when
 busy the tuner's sleep advances the clock to the next event instead of by a fixed 5 s
 (the tuner callback of :func:`_recorder`), with no real sleep; numpy's global generator, which
 syne-tune's random searcher draws from, is seeded with the run's seed (and restored after). Left as
-syne-tune has it: stopping a trial advances the clock by 2 ms.
+syne-tune has it: stopping a trial advances the clock by 2 ms. Not changed but made faster: syne-tune's
+bookkeeping and BOHB's proposal, replaced by code making the same decisions
+(:func:`_without_quadratic_bookkeeping`).
 
 Conversion to metaopt's trace (:func:`run`): every result the scheduler receives becomes a row, in
 the order received: the configuration (inactive hyperparameters of a conditional space dropped),
@@ -304,11 +306,17 @@ def run(name: str, state: PeerRun, seed: int, workers: int, time_limit: float | 
     return _jobs(recorder, workers, end)
 
 
+SYNE_TUNE_REPLACED = "0.16."
+"""The syne-tune release whose code :func:`_without_quadratic_bookkeeping` replaces (constraints.txt
+pins it); with another, syne-tune's own code runs."""
+
+
 def _without_quadratic_bookkeeping(scheduler: Any) -> None:
-    """Called when a run starts: ``scheduler`` (syne-tune's asynchronous successive halving) with two
-    pieces of its bookkeeping replaced by ones that make the same decisions in less than linear time
-    per result. syne-tune's take time linear in the results so far, so a run of thousands of trials
-    (120·d on lcbench at 8 workers: about 6,000) spent two thirds of its time there.
+    """Called when a run starts: ``scheduler`` (syne-tune's asynchronous successive halving) with
+    pieces of its bookkeeping, and BOHB's proposal, replaced by code that makes the same decisions
+    (the same trace, bit for bit; tests/test_syne_peers.py runs both) in less time. syne-tune's
+    bookkeeping takes time linear in the results so far at every result, so a run of thousands of
+    trials (120·d on lcbench at 8 workers: about 6,000) spent two thirds of its time there.
 
     - Each bracket's rung decision (:class:`_SortedBracket`): syne-tune sorts every result recorded
       at the rung anew for each new one.
@@ -321,9 +329,13 @@ def _without_quadratic_bookkeeping(scheduler: Any) -> None:
       truncated-normal variates computed in one call instead of one scipy call each (three fifths
       of a long BOHB run: scipy's checks around each scalar draw).
     """
+    from importlib.metadata import version
+
     from syne_tune.optimizer.schedulers.searchers.kde import KernelDensityEstimator
     from syne_tune.optimizer.schedulers.searchers.random_searcher import RandomSearcher
 
+    if not version("syne-tune").startswith(SYNE_TUNE_REPLACED):
+        return
     scheduler.brackets = [_sorted_bracket(bracket) for bracket in scheduler.brackets]
     searcher = scheduler.searcher
     kind = getattr(searcher, "searcher_cls", None)
