@@ -75,6 +75,9 @@ class Evaluation:
     clock: pd.DataFrame | None = None
     """The runs on the simulated clock (``evaluation.clock``, their companions' too) as curves against
     simulated time (:func:`metaopt.analysis.clock_curves.clock_curves`); None without any."""
+    untimed: list[str] = field(default_factory=list)
+    """Optimizers on the clock without a curve: their runs come from a runs file written before runs
+    files kept the simulated times."""
 
     def damage_note(self) -> str | None:
         """One sentence naming the damaged runs left out (None without any)."""

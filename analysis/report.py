@@ -125,6 +125,7 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
     rows: list[dict[str, Any]] = []
     traces: dict[tuple[str, str, int], pd.DataFrame] = {}
     on_clock: list[tuple[dict[str, Any], RunResult]] = []
+    untimed: set[str] = set()
     configs: dict[str, dict[str, Any]] = {}
     budget: Budget | None = None
     for run in runs:
@@ -143,15 +144,17 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
             spent = spent * budget.amount / float(summary["budget"])
         traces[(name, run.instance, run.seed)] = pd.DataFrame({"spent": spent, "normalized_regret":
                                                                         trace["normalized_regret"]})
-        if "workers" in summary:
+        if "workers" in summary and "sim_time" in trace.columns:
             on_clock.append(({"optimizer": name, "instance": run.instance, "seed": run.seed}, run.result))
+        elif "workers" in summary:  # from a runs file written before runs files kept the simulated times
+            untimed.add(name)
     if damaged:
         print(f"metaopt: warning: {output}: {len(damaged)} damaged run(s) left out of the report: "
               + "; ".join(damaged[:3]) + (" ..." if len(damaged) > 3 else ""), file=sys.stderr)
     if not rows or budget is None:
         return None
     return Evaluation(pd.DataFrame(rows), traces, configs, budget, failed, read_from, damaged,
-                      clock_curves(on_clock) if on_clock else None)
+                      clock_curves(on_clock) if on_clock else None, sorted(untimed))
 
 
 def parse_budget(spec: str, total: Budget) -> Budget:
@@ -565,7 +568,9 @@ def evaluation_sections(study: StudySpec, output: Path, evaluation: Evaluation, 
         f"Mean normalized regret of the incumbent vs budget spent (log axis): mean over seeds per instance, then "
         f"mean ± 1 s.e. over instances. {base}.")])
     if evaluation.clock is not None and len(evaluation.clock):  # evaluation.clock: the curves against simulated time
-        held_out.blocks.append(clock_figure(evaluation.clock, f"{base}."))
+        untimed = (f" No curve for {', '.join(evaluation.untimed)}: their runs file has no simulated times "
+                   "(written before runs files kept them; export it again)." if evaluation.untimed else "")
+        held_out.blocks.append(clock_figure(evaluation.clock, f"{base}.{untimed}"))
     if scores:
         held_out.blocks.append(figures.final_boxplots(
             scores, palette, f"Normalized regret per instance (mean over seeds) at budgets {', '.join(scores)}; "

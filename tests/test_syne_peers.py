@@ -246,5 +246,15 @@ def test_a_companion_on_the_clock_joins_the_curves_against_simulated_time_from_i
     assert "read from its runs file" in next(iter(evaluation.read_from.values()))
     pd.testing.assert_frame_equal(evaluation.clock, from_store)
     assert main(["report", str(tmp_path / "out")]) == 0
+    # a runs file written before runs files kept the simulated times: tables as before, no curve for it
+    import gzip
+    lines = gzip.decompress(runs_file.read_bytes()).decode().splitlines()
+    old = [lines[0]] + [json.dumps({**item, "trace": {k: v for k, v in item["trace"].items() if k not in ("sim_time", "loss")}})
+                        for item in map(json.loads, lines[1:])]
+    runs_file.write_bytes(gzip.compress(("\n".join(old) + "\n").encode()))
+    evaluation = _load(tmp_path / "out")[2]
+    assert set(evaluation.clock["optimizer"]) == {"asha"} and evaluation.untimed == ["hb@w3", "syne_asha@w3"]
+    assert main(["report", str(tmp_path / "out")]) == 0
+    assert "No curve for hb@w3, syne_asha@w3" in (tmp_path / "out" / "report" / "report.md").read_text()
     companion.write_text(companion.read_text().replace("time_limit: 1dc", "time_limit: 2dc"))
     assert main(["report", str(tmp_path / "out")]) == 2
