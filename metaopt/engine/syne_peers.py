@@ -413,15 +413,15 @@ def _kde_suggest(self: Any, **kwargs: Any) -> dict[str, Any] | None:
             candidates[i][position] = value
     points = np.asarray(candidates, dtype=float)
     bad, good = _kde_densities(self.bad_kde, points), _kde_densities(self.good_kde, points)
-    best = None
+    best, chosen = None, None
     for candidate, bad_density, good_density in zip(candidates, bad, good):
         value = max(1e-32, bad_density) / max(good_density, 1e-32)
         if not np.isfinite(value):
             logging.getLogger("syne_tune").warning("candidate has non finite acquisition function value")
-        config = self._from_feature(candidate)
         if best is None or best > value:
-            suggestion, best = config, value
-    return suggestion if suggestion is not None else self._get_random_config()
+            chosen, best = candidate, value
+    # syne-tune converts every candidate to a configuration; only the chosen one's is used
+    return self._from_feature(chosen) if chosen is not None else self._get_random_config()
 
 
 def _sorted_bracket(bracket: Any) -> Any:
