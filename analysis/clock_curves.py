@@ -34,13 +34,22 @@ def panel_label(workers: int) -> str:
     return f"{workers:>4} workers"
 
 
+def best_by_arrival(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """A run on the clock's rows in arrival order (by ``sim_time``, ties in trace order), and the lowest
+    loss (any fidelity; a failed evaluation's NaN as inf) among the rows in by each of them. Read by
+    :func:`regret_by_time` and by the runs file's reduced trace
+    (:func:`metaopt.analysis.held_out_runs.reduced_trace`), which keeps the rows where it falls."""
+    order = np.argsort(trace["sim_time"].to_numpy(), kind="stable")
+    loss = trace["loss"].to_numpy()
+    best = np.fmin.accumulate(np.where(np.isnan(loss), np.inf, loss)[order]) if len(loss) else loss
+    return order, best
+
+
 def regret_by_time(trace: pd.DataFrame, reference: Any, times: np.ndarray) -> np.ndarray:
     """Normalized regret of the best loss (any fidelity) among the results in by each simulated time
     (NaN before the first finite one)."""
-    order = np.argsort(trace["sim_time"].to_numpy(), kind="stable")
+    order, best = best_by_arrival(trace)
     arrived = trace["sim_time"].to_numpy()[order]
-    loss = trace["loss"].to_numpy()
-    best = np.fmin.accumulate(np.where(np.isnan(loss), np.inf, loss)[order]) if len(loss) else loss
     seen = np.searchsorted(arrived, times, side="right")
     values = np.where(seen > 0, best[np.maximum(seen - 1, 0)] if len(best) else np.nan, np.nan)
     return np.asarray(reference.normalize(np.where(np.isinf(values), np.nan, values)), dtype=float)

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from metaopt.analysis.anytime import regret_at
+from metaopt.analysis.clock_curves import best_by_arrival
 from metaopt.core.budget import Budget
 from metaopt.core.errors import UsageError
 from metaopt.store.run_io import TRACE_DIGEST, RunResult, jsonable
@@ -129,12 +130,8 @@ def reduced_trace(trace: pd.DataFrame) -> pd.DataFrame:
         keep.iloc[-1] = True
     columns = list(TRACE_COLUMNS)
     if "sim_time" in trace.columns and len(trace):
-        order = np.argsort(trace["sim_time"].to_numpy(), kind="stable")  # arrival order, as the curves read it
-        loss = trace["loss"].to_numpy(dtype=float)[order]
-        loss = np.where(np.isnan(loss), np.inf, loss)
-        before = np.concatenate([[np.inf], np.minimum.accumulate(loss)[:-1]])
-        record = loss < before
-        record[0] = True
+        order, best = best_by_arrival(trace)  # as the curves read it
+        record = np.concatenate([[True], best[1:] < best[:-1]])  # the first in, and each new lowest loss
         keep |= pd.Series(record[np.argsort(order, kind="stable")], index=trace.index)
         columns += CLOCK_COLUMNS
     return trace.loc[keep, columns].reset_index(drop=True)

@@ -275,7 +275,8 @@ def _runs_to_do(store: StudyStore, specs: list[RunSpec]) -> list[RunSpec]:
 
 def write_clock_curves(files: EvalFiles, results: list[tuple[dict, Any]], caption: str) -> pd.DataFrame:
     """anytime_clock.csv/.png: mean normalized regret vs simulated wall-clock time, one panel per worker
-    count (:mod:`metaopt.analysis.clock_curves`); the report draws the csv again."""
+    count (:mod:`metaopt.analysis.clock_curves`), of this study's runs; the report draws them again from the runs,
+    with its companions' (:func:`metaopt.analysis.report.load_evaluation`)."""
     from metaopt.analysis.clock_curves import clock_curves, clock_figure
 
     curves = clock_curves([(keys, res) for keys, res in results])
