@@ -115,7 +115,7 @@ def load_evaluation(output: Path, study: StudySpec, companions: list[Companion])
                                     companion.study.spec.budget, companion.optimizers,
                                     f"{study.name}: field 'report_with[{k}].runs'")
             read_from[companion.study.spec.name] = f"read from its runs file {companion.runs_file}"
-        runs += theirs
+        runs += [run for run in theirs if run.seed in companion.seeds]  # seeds another companion may hold
     # one configuration under several names: one optimizer, labelled with all of them (analysis.aliases)
     named: dict[str, Mapping[str, Any] | None] = {}
     for run in runs:
@@ -262,12 +262,15 @@ def study_section(study: StudySpec, output: Path, evaluation: Evaluation | None,
         design.append(f"Held-out evaluation of {', '.join(names)}: no finished run yet.")
     for companion in companions:
         names = sorted(companion.optimizers)
-        found = sorted(set(evaluation.runs["optimizer"]) & set(names)) if evaluation is not None else []
+        found = sorted(set(evaluation.runs.loc[evaluation.runs["seed"].isin(companion.seeds), "optimizer"])
+                       & set(names)) if evaluation is not None else []
+        seeds = ("same instances and seeds" if study.evaluation is None or companion.seeds == study.evaluation.seeds
+                 else f"same instances, seeds {companion.seeds}")
         name, where = companion.study.spec.name, (evaluation.read_from if evaluation is not None else {})
         source = where.get(name) or (f"no runs in {companion.study.output}" + (
             f" nor a runs file {companion.runs_file}" if companion.runs_file else ""))
         design.append(f"The runs of {', '.join(found) or 'no optimizer'} come from the companion study "
-                      f"{name} ({companion.study.path}, {source}; same instances and seeds)"
+                      f"{name} ({companion.study.path}, {source}; {seeds})"
                       + (f"; not run yet: {', '.join(n for n in names if n not in found)}" if len(found) < len(names)
                          else "") + _unfinished(evaluation, found) + ".")
     section.blocks.append("Design: " + " ".join(design))

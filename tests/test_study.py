@@ -173,6 +173,8 @@ BAD_STUDIES = [
      lambda t: t + "report_with: [{study: {dir}/same_seeds.yaml, optimizers: [rs]}]\n", "report_with[0]"),
     ("report_with an optimizer it lacks",
      lambda t: t + "report_with: [{study: {dir}/same_seeds.yaml, optimizers: [bohb]}]\n", "report_with[0]"),
+    ("report_with one optimizer twice on a seed",
+     lambda t: t + "report_with: [{dir}/bohb.yaml, {dir}/bohb.yaml]\n", "report_with[1]"),
     ("report_with a study on the simulated clock",
      lambda t: t + "report_with: [{dir}/on_clock.yaml]\n", "report_with[0]"),
     ("seeds 2**63", lambda t: _meta(t).replace("seeds: 2", "seeds: [9223372036854775808]"), "evaluation.seeds"),
@@ -200,6 +202,7 @@ def test_bad_studies_fail_before_anything_is_written(tmp_path, capsys, monkeypat
     monkeypatch.chdir(tmp_path)  # a study without output writes results/<name> here
     (tmp_path / "other_seeds.yaml").write_text(STUDY.format(out=tmp_path / "other").replace("seeds: 2", "seeds: 3"))
     (tmp_path / "same_seeds.yaml").write_text(STUDY.format(out=tmp_path / "same"))
+    (tmp_path / "bohb.yaml").write_text(STUDY.format(out=tmp_path / "bohb").replace("[rs, hb]", "[bohb]"))
     (tmp_path / "on_clock.yaml").write_text(STUDY.format(out=tmp_path / "clock").replace(
         "optimizers: [rs, hb]", "clock: {workers: [2]}\n  optimizers: [bohb]"))
     out = tmp_path / "out"
@@ -243,6 +246,35 @@ def test_a_companion_study_joins_the_report_tables(tmp_path):
     assert main(["study", "run", str(path), "--quiet"]) == 0
     assert "{study: " in (tmp_path / "out" / "study.yaml").read_text()
     assert "The runs of bohb come from" in (tmp_path / "out" / "report" / "report.md").read_text()
+
+
+def test_a_companion_split_by_seeds_joins_the_report_as_one(tmp_path):
+    """A slow companion split into studies on disjoint seeds (one a session) adds its optimizer's runs
+    from each: the report's tables count them as one optimizer's, and each slice's sentence names its
+    seeds; before the last slice is in, the report says how far the optimizer is."""
+    slices = []
+    for seed in (1, 2):
+        companion = tmp_path / f"companion{seed}.yaml"
+        companion.write_text(STUDY.format(out=tmp_path / f"companion{seed}")
+                             .replace("name: tiny", f"name: tiny_companion{seed}")
+                             .replace("seeds: 2", f"seeds: [{seed}]").replace("optimizers: [rs, hb]", "optimizers: [bohb]"))
+        slices.append(companion)
+    path = write_study(tmp_path, STUDY.format(out=tmp_path / "out")
+                       + f"report_with: [{slices[0]}, {slices[1]}]\n")
+    assert main(["study", "run", str(slices[0]), "--quiet"]) == 0
+    assert main(["study", "run", str(path), "--quiet"]) == 0
+    report = (tmp_path / "out" / "report" / "report.md").read_text()
+    assert "3 optimizers (bohb, hb, rs) × 2 instances × 2 seeds = 10 finished runs" in report
+    assert "The runs of bohb come from the companion study tiny_companion1" in report
+    assert "same instances, seeds [1]); so far bohb 2 of 4 runs" in report
+    assert "tiny_companion2 (" in report and "; not run yet: bohb." in report
+    assert "The runs of no optimizer come from the companion study tiny_companion2" in report
+    assert main(["study", "run", str(slices[1]), "--quiet"]) == 0
+    assert main(["report", str(tmp_path / "out")]) == 0
+    report = (tmp_path / "out" / "report" / "report.md").read_text()
+    assert "3 optimizers (bohb, hb, rs) × 2 instances × 2 seeds = 12 finished runs" in report
+    assert "same instances, seeds [1])." in report and "same instances, seeds [2])." in report
+    assert "so far" not in report
 
 
 def test_a_companion_read_from_its_runs_file_gives_the_same_report(tmp_path, capsys):

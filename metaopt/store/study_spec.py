@@ -441,6 +441,9 @@ class Companion:
     study: Study
     optimizers: list[str]
     runs_file: Path | None
+    seeds: list[int]
+    """The companion's evaluation seeds: all of the study's, or some of them (a slow companion split
+    by seeds over several sessions, each slice a study of its own adding the same optimizers)."""
 
 
 def _clock_text(clock: ClockSpec | None) -> str:
@@ -456,13 +459,15 @@ def companion_studies(spec: StudySpec, source: Path, output: Path) -> list[Compa
 
     A companion runs optimizers too slow to share the main study's session (e.g. SMAC's facades):
     its runs join the report's tables, tests and curves as if the main study had run them. It must
-    have the same benchmark, budget and evaluation instances and seeds, the same simulated clock (its
-    worker counts among the study's, the same time limit), and the optimizers it adds must be its
-    own and not this study's. ``source``: the study file that names them (for messages);
+    have the same benchmark, budget and evaluation instances, seeds among the study's, the same
+    simulated clock (its worker counts among the study's, the same time limit), and the optimizers it
+    adds must be its own and not this study's. Several companions may add one optimizer on disjoint
+    seeds (a companion too slow for one session, split by seeds). ``source``: the study file that names them (for messages);
     ``output``: its output folder. Raises UsageError naming the field otherwise.
     """
     out = []
     own = spec.evaluation.optimizer_names() if spec.evaluation else []
+    taken: dict[str, set[int]] = {}  # the seeds each added optimizer has from the entries so far
     for k, entry in enumerate(spec.report_with):
         field, name = f"{source}: field 'report_with[{k}]'", entry.study
         if not Path(name).is_file():
@@ -475,10 +480,13 @@ def companion_studies(spec: StudySpec, source: Path, output: Path) -> list[Compa
             if getattr(theirs, key) != getattr(spec, key):
                 raise UsageError(f"{field}: {name} has {key} {getattr(theirs, key)!r}, this study "
                                  f"{getattr(spec, key)!r}; their runs would not pair")
-        for key in ("instances", "seeds"):
-            if getattr(theirs.evaluation, key) != getattr(spec.evaluation, key):
-                raise UsageError(f"{field}: {name} evaluates other {key} ({getattr(theirs.evaluation, key)!r}, "
-                                 f"here {getattr(spec.evaluation, key)!r}); their runs would not pair")
+        if theirs.evaluation.instances != spec.evaluation.instances:
+            raise UsageError(f"{field}: {name} evaluates other instances ({theirs.evaluation.instances!r}, "
+                             f"here {spec.evaluation.instances!r}); their runs would not pair")
+        seeds, ours = _seed_list(theirs.evaluation.seeds), _seed_list(spec.evaluation.seeds)
+        if not set(seeds) <= set(ours):
+            raise UsageError(f"{field}: {name} evaluates seeds {seeds} that are not all among this study's "
+                             f"{ours}; their runs would not pair")
         mine, clock = spec.evaluation.clock, theirs.evaluation.clock
         if (mine is None) != (clock is None) or (
                 mine is not None and clock is not None and (clock.time_limit != mine.time_limit
@@ -496,5 +504,10 @@ def companion_studies(spec: StudySpec, source: Path, output: Path) -> list[Compa
                                  f"{', '.join(theirs_names)})")
             if optimizer in own:
                 raise UsageError(f"{field}: {optimizer!r} is evaluated by this study itself")
-        out.append(Companion(other, added, Path(entry.runs) if entry.runs else None))
+            twice = sorted(set(seeds) & taken.setdefault(optimizer, set()))
+            if twice:
+                raise UsageError(f"{field}: {name} adds {optimizer!r} on seeds {twice}, which an earlier entry "
+                                 "adds too; companions adding one optimizer must hold disjoint seeds")
+            taken[optimizer] |= set(seeds)
+        out.append(Companion(other, added, Path(entry.runs) if entry.runs else None, seeds))
     return out
