@@ -384,3 +384,24 @@ def test_tpe_scores_each_distinct_candidate_once_with_the_numbers_of_scoring_eve
     distinct, inverse = distinct_rows(Z)
     assert distinct[inverse].tobytes() == Z.tobytes() and len(distinct) < len(Z)
     assert [row.tobytes() for row in distinct] == list(dict.fromkeys(row.tobytes() for row in Z))
+
+
+def test_vector_dropping_inactive_equals_configspace_deactivation(yahpo_data):
+    """What the syne-tune peers make of a flat configuration (a value for every hyperparameter, active
+    or not) equals ConfigSpace's deactivate_inactive_hyperparameters followed by to_vector, bit for
+    bit, on spaces with conditions on conditions; an illegal value is refused naming the hyperparameter."""
+    from ConfigSpace.util import deactivate_inactive_hyperparameters
+
+    for name, space in _spaces(yahpo_data).items():
+        if space.forbidden_clauses:
+            continue  # the peers refuse forbidden clauses
+        codec, rs = SpaceCodec(space), np.random.RandomState(7)
+        for _ in range(100):
+            flat = {hp.name: hp.sample_value(seed=rs) for hp in space.values()}
+            flat = {k: v.item() if isinstance(v, np.generic) else v for k, v in flat.items()}
+            expected = codec.to_vector(dict(deactivate_inactive_hyperparameters(flat, space)))
+            assert codec.to_vector_dropping_inactive(flat).tobytes() == expected.tobytes(), name
+    codec = SpaceCodec(_nested_space())
+    flat = {hp.name: hp.default_value for hp in codec.space.values()}
+    with pytest.raises(ValueError, match="hyperparameter n: 9999"):
+        codec.to_vector_dropping_inactive({**flat, "n": 9999})

@@ -63,6 +63,24 @@ def test_the_replaced_bookkeeping_makes_syne_tunes_own_decisions(monkeypatch, na
     pd.testing.assert_frame_equal(ours.trace, theirs.trace)
 
 
+@pytest.mark.parametrize("n_data", [6, 200, 9000])
+def test_bohb_densities_are_statsmodels_bit_for_bit(n_data):
+    """BOHB's densities for all candidates at once equal statsmodels' ``KDEMultivariate.pdf``, which
+    computes them point by point, bit for bit: continuous, ordinal and unordered variables, and more
+    data than one of numpy's buffers (8,192) holds."""
+    from statsmodels.nonparametric.kernel_density import KDEMultivariate
+
+    from metaopt.engine.syne_peers import _kde_densities
+
+    rng = np.random.default_rng(n_data)
+    data = np.column_stack([rng.uniform(size=n_data), rng.integers(0, 5, n_data) / 4, rng.uniform(size=n_data),
+                            rng.integers(0, 3, n_data).astype(float)])
+    kde = KDEMultivariate(data=data, var_type="cocu", bw="normal_reference")
+    points = np.column_stack([rng.uniform(size=64), rng.integers(0, 5, 64) / 4, rng.uniform(size=64),
+                              rng.integers(0, 3, 64).astype(float)])
+    assert _kde_densities(kde, points).tobytes() == np.asarray(kde.pdf(points), dtype=float).tobytes()
+
+
 def test_numpy_global_generator_is_restored():
     np.random.seed(123)
     expected = np.random.rand()

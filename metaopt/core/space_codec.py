@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 from ConfigSpace import Configuration, ConfigurationSpace
+from ConfigSpace.configuration import ROUND_PLACES
 from ConfigSpace.conditions import Condition, Conjunction, InCondition
 from ConfigSpace.hyperparameters import (
     CategoricalHyperparameter,
@@ -339,6 +340,26 @@ class SpaceCodec:
     def to_vector(self, config: dict[str, Any]) -> np.ndarray:
         """A configuration dict (validated against the space) to its vector."""
         return Configuration(self.space, values=config).get_array()
+
+    def to_vector_dropping_inactive(self, config: dict[str, Any]) -> np.ndarray:
+        """A dict with a legal value for every hyperparameter, active or not (a peer that samples
+        conditional spaces flat), to the vector of its active ones: called by the syne-tune peers for
+        each configuration syne-tune proposes. The same vector as
+        ``to_vector(dict(ConfigSpace.util.deactivate_inactive_hyperparameters(config, space)))``,
+        which builds a validated Configuration per hyperparameter it drops (1-2 ms a call on
+        rbv2_xgboost): each value checked and converted as a Configuration does, then the inactive
+        ones set to NaN by :meth:`_deactivate`. ValueError names a missing or illegal value."""
+        vector = np.empty(self.dim)
+        for j, name in enumerate(self.names):
+            hp = self.space[name]
+            if name not in config or not hp.legal_value(config[name]):
+                raise ValueError(f"hyperparameter {name}: {config.get(name)!r} is not a legal value")
+            value = config[name]
+            if isinstance(hp, FloatHyperparameter):  # as Configuration does: a float to ROUND_PLACES digits
+                value = float(np.round(value, ROUND_PLACES))
+            vector[j] = hp.to_vector(value)
+        self._deactivate(vector[:, None])
+        return vector
 
     # -- making perturbed vectors valid -------------------------------------------------------
     @functools.cached_property

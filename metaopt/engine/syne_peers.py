@@ -52,8 +52,10 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import heapq
 import io
+import itertools
 import logging
 import math
 import tempfile
@@ -71,7 +73,6 @@ from ConfigSpace.hyperparameters import (
     UniformFloatHyperparameter,
     UniformIntegerHyperparameter,
 )
-from ConfigSpace.util import deactivate_inactive_hyperparameters
 
 from metaopt.core.benchmarks.base import Fidelity
 from metaopt.core.errors import UsageError
@@ -108,7 +109,7 @@ def _vector(state: PeerRun, config: dict[str, Any], cache: dict[str, np.ndarray]
         # syne-tune 0.16's KDE searcher can propose an integer outside its range (max_units = 13 of
         # lcbench's [64, 1024], log scale): numbers are clipped to their range, as for the other peers
         clipped = _clip(space, {k: v for k, v in config.items() if k in space})
-        cache[key] = state.codec.to_vector(dict(deactivate_inactive_hyperparameters(clipped, space)))
+        cache[key] = state.codec.to_vector_dropping_inactive(clipped)
     return cache[key]
 
 
@@ -340,26 +341,45 @@ def _without_quadratic_bookkeeping(scheduler: Any) -> None:
     searcher = scheduler.searcher
     kind = getattr(searcher, "searcher_cls", None)
     if kind is RandomSearcher or kind is KernelDensityEstimator:
-        features: dict[int, np.ndarray] = {}
+        features = _Features()
         searcher.fit_model = lambda: _refit(searcher, features)
 
 
-def _refit(searcher: Any, features: dict[int, np.ndarray]) -> None:
+@dataclasses.dataclass
+class _Features:
+    """The KDE searcher's feature vector of each trial in the order of ``trial_results`` (kept by
+    :func:`_refit`): as a list (the searcher's ``X``) and stacked (what ``np.array(X)`` makes of it)."""
+
+    rows: list[np.ndarray] = dataclasses.field(default_factory=list)
+    stacked: np.ndarray | None = None
+
+
+def _refit(searcher: Any, features: _Features) -> None:
     """syne-tune's ``LastValueMultiFidelitySearcher.fit_model`` for its random or KDE searcher: a new
     searcher with a seed drawn from the same generator, holding what syne-tune's replay of every
     trial's last result leaves in it. A ``RandomSearcher`` keeps nothing (its ``on_trial_complete``
-    does nothing); a ``KernelDensityEstimator`` appends the trial's feature vector (a function of its
-    configuration alone, kept in ``features`` by trial id) to ``X`` and the result to ``y``."""
+    does nothing); a ``KernelDensityEstimator`` appends each trial's feature vector to ``X`` and its
+    last result to ``y``, in the order of ``trial_results``. A feature vector is a function of the
+    trial's configuration alone, and ``trial_results`` only gains trials at its end (a defaultdict
+    nothing deletes from), so ``features`` keeps the vectors in that order and grows by the new
+    trials' only. The KDE searcher also gets both as arrays (``X_array``, ``y_array``: what its
+    proposal makes of ``X`` and ``y`` by ``np.array``; :func:`_kde_suggest`)."""
     model = searcher.searcher_cls(
         config_space=searcher.config_space, random_seed=searcher.random_state.randint(0, 2**31 - 1),
         points_to_evaluate=None, **searcher.searcher_kwargs)
     if hasattr(model, "X"):
-        configs, metrics = searcher.make_input_target()
-        for trial_id, config, metric in zip(searcher.trial_results.keys(), configs, metrics):
-            if trial_id not in features:
-                features[trial_id] = model._to_feature(config)  # noqa: SLF001 - what on_trial_complete appends
-            model.X.append(features[trial_id])
-            model.y.append(metric)
+        results = searcher.trial_results
+        new = [model._to_feature(searcher.trial_configs[trial_id])  # noqa: SLF001 - what on_trial_complete appends
+               for trial_id in itertools.islice(results.keys(), len(features.rows), None)]
+        if new:
+            features.rows += new
+            features.stacked = np.array(new) if features.stacked is None else np.concatenate([features.stacked,
+                                                                                              np.array(new)])
+        model.X.extend(features.rows)
+        # syne-tune's make_input_target's metrics: the last result of each trial, as numpy scalars
+        metrics = np.array([values[-1] for values in results.values()])
+        model.y.extend(metrics)
+        model.X_array, model.y_array = features.stacked, metrics
         model.suggest = types.MethodType(_kde_suggest, model)
     searcher.searcher = model
 
@@ -381,30 +401,37 @@ def _kde_suggest(self: Any, **kwargs: Any) -> dict[str, Any] | None:
     suggestion = self._next_points_to_evaluate()
     if suggestion is not None:
         return suggestion
-    models = self._train_kde(np.array(self.X), np.array(self.y)) if self.y else None
+    # np.array(self.X) and np.array(self.y) as _refit stacked them (copies: the KDE keeps its data)
+    models = self._train_kde(self.X_array.copy(), self.y_array.copy()) if self.y else None
     if models is None or self.random_state.rand() < self.random_fraction:
         return self._get_random_config()
     self.bad_kde, self.good_kde = models
     draw = self.random_state
+    uniform, rand, randint = draw.uniform, draw.rand, draw.randint
     candidates: list[list[Any]] = []
     continuous: list[tuple[int, int, Any, float, float, float, float]] = []  # candidate, position, u, a, b, loc, scale
+    # per variable, as syne-tune computes them for every candidate: the kernel's bandwidth (a continuous
+    # one's widened by bandwidth_factor), and for the others the chance 1 - bw of keeping the mean's value
+    widths = []
+    for bw, (vartype, domain) in zip(self.good_kde.bw, self.vartypes):
+        bw = max(bw, self.min_bandwidth)
+        widths.append((vartype, domain, self.bandwidth_factor * bw if vartype == "c" else bw, 1 - bw))
+    data, n_data = self.good_kde.data, len(self.good_kde.data)
     for i in range(self.num_candidates):
-        mean = self.good_kde.data[draw.randint(0, len(self.good_kde.data))]
+        mean = data[randint(0, n_data)]
         candidate: list[Any] = []
-        for m, bw, (vartype, domain) in zip(mean, self.good_kde.bw, self.vartypes):
-            bw = max(bw, self.min_bandwidth)
+        for m, (vartype, domain, bw, keep) in zip(mean, widths):
             if vartype == "c":
-                bw = self.bandwidth_factor * bw
                 # what truncnorm.rvs(-m / bw, (1 - m) / bw, loc=m, scale=bw, random_state=draw) draws
-                continuous.append((i, len(candidate), draw.uniform(size=()), -m / bw, (1 - m) / bw, m, bw))
+                continuous.append((i, len(candidate), uniform(size=()), -m / bw, (1 - m) / bw, m, bw))
                 candidate.append(None)
-            elif draw.rand() < (1 - bw):
+            elif rand() < keep:
                 candidate.append(m)
             elif vartype == "o":
-                sample = draw.randint(domain[0], domain[1])
+                sample = randint(domain[0], domain[1])
                 candidate.append((sample - domain[0]) / (domain[1] - domain[0]))
             elif vartype == "u":
-                candidate.append(draw.randint(domain) / domain)
+                candidate.append(randint(domain) / domain)
         candidates.append(candidate)
     if continuous:
         _, _, u, a, b, loc, scale = (np.array(column) for column in zip(*continuous))
@@ -465,8 +492,8 @@ def _kde_densities(kde: Any, points: np.ndarray) -> np.ndarray:
     """``kde.pdf(points)`` of a statsmodels ``KDEMultivariate`` (its default kernels: Gaussian,
     Wang-Ryzin, Aitchison-Aitken), the same numbers. statsmodels calls its kernels once per point and
     variable; here each variable's kernel is computed for all points at once (elementwise the same
-    operations), and each point's product over the variables and sum over the data are computed as
-    statsmodels computes them, on the same contiguous arrays."""
+    operations), the products over the variables for all points in one call (the same sequential
+    products), and each point's sum over the data as statsmodels computes it, on a contiguous row."""
     from statsmodels.nonparametric import kernels
 
     data, bw = kde.data, kde.bw
@@ -482,7 +509,11 @@ def _kde_densities(kde: Any, points: np.ndarray) -> np.ndarray:
             other = np.ones(column.size) * bw[k] / (np.asarray(np.unique(column).size) - 1)
             values[:, :, k] = np.where(same, same * (1 - bw[k]), other)
     scale = np.prod(bw[np.array([c == "c" for c in kde.var_type])])
-    return np.array([(block.prod(axis=1) / scale).sum(axis=0) / kde.nobs for block in values])
+    # the product over the variables: a sequential product (numpy's multiply reduction has no pairwise
+    # order) in the variables' order, whatever the array's shape; the sum over the data: numpy's
+    # pairwise sum, whose order depends on the call, so one call per point on its contiguous row
+    products = values.prod(axis=2) / scale
+    return np.array([row.sum(axis=0) / kde.nobs for row in products])
 
 
 def _jobs(recorder: Any, workers: int, end: float) -> tuple[list[Job], SimClock, float]:
