@@ -66,18 +66,19 @@ def test_the_replaced_bookkeeping_makes_syne_tunes_own_decisions(monkeypatch, na
 @pytest.mark.parametrize("n_data", [6, 200, 9000])
 def test_bohb_densities_are_statsmodels_bit_for_bit(n_data):
     """BOHB's densities for all candidates at once equal statsmodels' ``KDEMultivariate.pdf``, which
-    computes them point by point, bit for bit: continuous, ordinal and unordered variables, and more
-    data than one of numpy's buffers (8,192) holds."""
+    computes them point by point, bit for bit: continuous, ordinal (few and many levels) and unordered
+    variables, and more data than one of numpy's buffers (8,192) holds."""
     from statsmodels.nonparametric.kernel_density import KDEMultivariate
 
     from metaopt.engine.syne_peers import _kde_densities
 
     rng = np.random.default_rng(n_data)
-    data = np.column_stack([rng.uniform(size=n_data), rng.integers(0, 5, n_data) / 4, rng.uniform(size=n_data),
-                            rng.integers(0, 3, n_data).astype(float)])
-    kde = KDEMultivariate(data=data, var_type="cocu", bw="normal_reference")
-    points = np.column_stack([rng.uniform(size=64), rng.integers(0, 5, 64) / 4, rng.uniform(size=64),
-                              rng.integers(0, 3, 64).astype(float)])
+    def sample(n):  # an ordinal of 5 levels and one of 400, as syne-tune's features scale them
+        return np.column_stack([rng.uniform(size=n), rng.integers(0, 5, n) / 4, rng.uniform(size=n),
+                                rng.integers(0, 3, n).astype(float), rng.integers(0, 400, n) / 399])
+
+    data, points = sample(n_data), sample(64)
+    kde = KDEMultivariate(data=data, var_type="cocuo", bw="normal_reference")
     assert _kde_densities(kde, points).tobytes() == np.asarray(kde.pdf(points), dtype=float).tobytes()
 
 

@@ -343,15 +343,32 @@ def _without_quadratic_bookkeeping(scheduler: Any) -> None:
     if kind is RandomSearcher or kind is KernelDensityEstimator:
         features = _Features()
         searcher.fit_model = lambda: _refit(searcher, features)
+        for method in ("on_trial_result", "on_trial_complete"):  # the two that append to trial_results
+            if kind is KernelDensityEstimator:
+                setattr(searcher, method, _noting_changes(getattr(searcher, method), features.changed))
+
+
+def _noting_changes(append: Any, changed: set[int]) -> Any:
+    """``append`` (the searcher's ``on_trial_result`` or ``on_trial_complete``), noting the trial
+    whose last result it changes in ``changed``."""
+    def noted(trial_id: int, *args: Any, **kwargs: Any) -> Any:
+        changed.add(trial_id)
+        return append(trial_id, *args, **kwargs)
+    return noted
 
 
 @dataclasses.dataclass
 class _Features:
-    """The KDE searcher's feature vector of each trial in the order of ``trial_results`` (kept by
-    :func:`_refit`): as a list (the searcher's ``X``) and stacked (what ``np.array(X)`` makes of it)."""
+    """What the KDE searcher's replay of ``trial_results`` gives, kept by :func:`_refit` in the order
+    of ``trial_results``: each trial's feature vector as a list (the searcher's ``X``) and stacked
+    (what ``np.array(X)`` makes of it), and each trial's last result (``y``), of which only those of
+    the trials ``changed`` since the last refit are read anew."""
 
     rows: list[np.ndarray] = dataclasses.field(default_factory=list)
     stacked: np.ndarray | None = None
+    position: dict[int, int] = dataclasses.field(default_factory=dict)
+    last: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))
+    changed: set[int] = dataclasses.field(default_factory=set)
 
 
 def _refit(searcher: Any, features: _Features) -> None:
@@ -369,17 +386,23 @@ def _refit(searcher: Any, features: _Features) -> None:
         points_to_evaluate=None, **searcher.searcher_kwargs)
     if hasattr(model, "X"):
         results = searcher.trial_results
-        new = [model._to_feature(searcher.trial_configs[trial_id])  # noqa: SLF001 - what on_trial_complete appends
-               for trial_id in itertools.islice(results.keys(), len(features.rows), None)]
-        if new:
+        added = list(itertools.islice(results.keys(), len(features.rows), None))
+        if added:
+            new = [model._to_feature(searcher.trial_configs[trial_id])  # noqa: SLF001 - what on_trial_complete appends
+                   for trial_id in added]
+            features.position.update((trial_id, len(features.rows) + k) for k, trial_id in enumerate(added))
             features.rows += new
             features.stacked = np.array(new) if features.stacked is None else np.concatenate([features.stacked,
                                                                                               np.array(new)])
+            features.last = np.concatenate([features.last, np.empty(len(added))])
+        # syne-tune's make_input_target's metrics, np.array(the last result of each trial): a float
+        # array (the results are losses), of which only the changed trials' entries are read anew
+        for trial_id in features.changed:
+            features.last[features.position[trial_id]] = results[trial_id][-1]
+        features.changed.clear()
         model.X.extend(features.rows)
-        # syne-tune's make_input_target's metrics: the last result of each trial, as numpy scalars
-        metrics = np.array([values[-1] for values in results.values()])
-        model.y.extend(metrics)
-        model.X_array, model.y_array = features.stacked, metrics
+        model.y.extend(features.last)
+        model.X_array, model.y_array = features.stacked, features.last
         model.suggest = types.MethodType(_kde_suggest, model)
     searcher.searcher = model
 
@@ -401,7 +424,7 @@ def _kde_suggest(self: Any, **kwargs: Any) -> dict[str, Any] | None:
     suggestion = self._next_points_to_evaluate()
     if suggestion is not None:
         return suggestion
-    # np.array(self.X) and np.array(self.y) as _refit stacked them (copies: the KDE keeps its data)
+    # np.array(self.X) and np.array(self.y) as _refit keeps them (copies: the KDE keeps its data)
     models = self._train_kde(self.X_array.copy(), self.y_array.copy()) if self.y else None
     if models is None or self.random_state.rand() < self.random_fraction:
         return self._get_random_config()
@@ -492,28 +515,42 @@ def _kde_densities(kde: Any, points: np.ndarray) -> np.ndarray:
     """``kde.pdf(points)`` of a statsmodels ``KDEMultivariate`` (its default kernels: Gaussian,
     Wang-Ryzin, Aitchison-Aitken), the same numbers. statsmodels calls its kernels once per point and
     variable; here each variable's kernel is computed for all points at once (elementwise the same
-    operations), the products over the variables for all points in one call (the same sequential
-    products), and each point's sum over the data as statsmodels computes it, on a contiguous row."""
+    operations; an ordinal one once per pair of distinct levels, :func:`_wang_ryzin`), multiplied
+    into the product over the variables in their order (what numpy's multiply reduction does: it has
+    no pairwise order), and each point's sum over the data is numpy's pairwise sum of its contiguous
+    row, as statsmodels sums it (one call for all rows: a reduction along the contiguous axis sums
+    each row as the same call on that row alone; the test compares with statsmodels bit for bit)."""
     from statsmodels.nonparametric import kernels
 
     data, bw = kde.data, kde.bw
-    values = np.empty((len(points), *data.shape))
+    product: np.ndarray | None = None
     for k, vartype in enumerate(kde.var_type):
         column, at = data[:, k], points[:, k:k + 1]
         if vartype == "c":
-            values[:, :, k] = kernels.gaussian(bw[k], column, at)
+            kernel = kernels.gaussian(bw[k], column, at)
         elif vartype == "o":
-            values[:, :, k] = kernels.wang_ryzin(bw[k], column, at)
+            kernel = _wang_ryzin(bw[k], column, at)
         else:  # "u": kernels.aitchison_aitken, whose number of levels is the data's
             same = column == at
             other = np.ones(column.size) * bw[k] / (np.asarray(np.unique(column).size) - 1)
-            values[:, :, k] = np.where(same, same * (1 - bw[k]), other)
+            kernel = np.where(same, same * (1 - bw[k]), other)
+        product = kernel if product is None else product * kernel
+    assert product is not None
     scale = np.prod(bw[np.array([c == "c" for c in kde.var_type])])
-    # the product over the variables: a sequential product (numpy's multiply reduction has no pairwise
-    # order) in the variables' order, whatever the array's shape; the sum over the data: numpy's
-    # pairwise sum, whose order depends on the call, so one call per point on its contiguous row
-    products = values.prod(axis=2) / scale
-    return np.array([row.sum(axis=0) / kde.nobs for row in products])
+    return (product / scale).sum(axis=1) / kde.nobs
+
+
+def _wang_ryzin(h: float, column: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """statsmodels' ``kernels.wang_ryzin(h, column, at)`` for a column of the data and a column of
+    points: each element is a function of its data value and point value alone (h raised to their
+    distance, as a broadcast power like statsmodels'), so it is computed once for each pair of
+    distinct values, of which an ordinal variable has a few, and gathered."""
+    from statsmodels.nonparametric import kernels
+
+    levels, of_data = np.unique(column, return_inverse=True)
+    point_levels, of_points = np.unique(at, return_inverse=True)
+    table = kernels.wang_ryzin(h, levels, point_levels[:, None])
+    return table[of_points.ravel()].take(of_data.ravel(), axis=1)
 
 
 def _jobs(recorder: Any, workers: int, end: float) -> tuple[list[Job], SimClock, float]:
