@@ -17,15 +17,14 @@ used: the number of configurations grows as long as the budget lasts. The run is
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 from dataclasses import dataclass, field
 from typing import Iterator
 
-import numpy as np
-
 from metaopt.core.benchmarks.base import Fidelity
 from metaopt.components.fidelity_schedules import MULTI_FIDELITY_HPS, BracketPlan, _MultiFidelity, stage_fidelity
-from metaopt.components.promotion import by_loss
 from metaopt.core.errors import UsageError
 from metaopt.core.registry import register
 
@@ -40,14 +39,38 @@ class RungResults:
     config_ids: list[int] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     promoted: set[int] = field(default_factory=set)
-    _ranked: tuple[int, np.ndarray] = field(default=(0, np.empty(0, dtype=int)), init=False, repr=False)
+    _waiting: list[tuple[float, int]] = field(default_factory=list, init=False, repr=False)
+    """A heap of the ranking keys of the results not promoted: (loss, NaN as inf; arrival position)."""
+    _promoted_keys: list[tuple[float, int]] = field(default_factory=list, init=False, repr=False)
+    """The ranking keys of the promoted results, sorted."""
+    _seen: int = field(default=0, init=False, repr=False)
+    """How many of the results are in the two above."""
 
-    def ranking(self) -> np.ndarray:
-        """Positions of the results sorted by loss (NaN last, ties in arrival order); recomputed
-        only when a result came in since the last call."""
-        if self._ranked[0] != len(self.losses):
-            self._ranked = (len(self.losses), by_loss(np.asarray(self.losses, dtype=float)))
-        return self._ranked[1]
+    def first_waiting(self) -> tuple[int, int] | None:
+        """(position of the best result not promoted yet, its place in the rung's ranking) or None:
+        the ranking sorts by loss, NaN last, ties in arrival order (``promotion.by_loss``), and every
+        result ranked before the first one not promoted is a promoted one. Takes in the results
+        appended since the last call first."""
+        for position in range(self._seen, len(self.losses)):
+            loss = self.losses[position]
+            key = (math.inf if math.isnan(loss) else loss, position)
+            if self.config_ids[position] in self.promoted:
+                bisect.insort(self._promoted_keys, key)
+            else:
+                heapq.heappush(self._waiting, key)
+        self._seen = len(self.losses)
+        if not self._waiting:
+            return None
+        key = self._waiting[0]
+        return key[1], bisect.bisect_left(self._promoted_keys, key)
+
+    def promote(self) -> int:
+        """Marks the result :meth:`first_waiting` named promoted; returns its configuration ID."""
+        key = heapq.heappop(self._waiting)
+        bisect.insort(self._promoted_keys, key)
+        config_id = self.config_ids[key[1]]
+        self.promoted.add(config_id)
+        return config_id
 
 
 @register("fidelity_schedules", "asha", MULTI_FIDELITY_HPS,
@@ -71,13 +94,11 @@ class AsyncSuccessiveHalving(_MultiFidelity):
         for j in range(len(rungs) - 2, -1, -1):
             rung = rungs[j]
             n_top = int(math.floor(len(rung.losses) * self.survival_fraction + RANK_TOLERANCE))
-            for i in rung.ranking()[:n_top]:
-                config_id = rung.config_ids[i]
-                if math.isnan(rung.losses[i]):
-                    break  # failures sort last: nothing further is promotable
-                if config_id not in rung.promoted:
-                    rung.promoted.add(config_id)
-                    return config_id, j + 1
+            # the first result not promoted in the rung's ranking (those before it are promoted): the
+            # promotable one if it is among the top n_top and did not fail (failures sort last)
+            first = rung.first_waiting()
+            if first is not None and first[1] < n_top and not math.isnan(rung.losses[first[0]]):
+                return rung.promote(), j + 1
         return None, 0
 
     def brackets(self, fidelity: Fidelity, mu: int) -> Iterator[BracketPlan]:

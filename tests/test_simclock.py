@@ -189,6 +189,46 @@ def test_asha_promotes_the_top_third_of_a_rung_once_each():
     assert schedule.next_job(rungs) == (0, 2)  # the highest rung first
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_asha_promotes_as_the_scan_of_each_rungs_ranking_does(seed):
+    """The rule of the module docstring as written (each rung's results ranked by loss, NaN last, ties
+    in arrival order; the first not promoted of the top floor(n·f) that did not fail, the highest rung
+    first) against the schedule's bookkeeping, over random runs with ties, failures and results
+    arriving between the calls."""
+    from metaopt.components.promotion import by_loss
+
+    def scan(rungs, promoted, f):
+        for j in range(len(rungs) - 2, -1, -1):
+            ids, losses = rungs[j]
+            n_top = int(math.floor(len(losses) * f + 1e-9))
+            for i in by_loss(np.asarray(losses, dtype=float))[:n_top]:
+                if math.isnan(losses[i]):
+                    break
+                if ids[i] not in promoted[j]:
+                    promoted[j].add(ids[i])
+                    return ids[i], j + 1
+        return None, 0
+
+    rng = np.random.default_rng(seed)
+    schedule = AsyncSuccessiveHalving(math.log(3), 1 / 3)
+    rungs, plain, promoted, next_id = [RungResults() for _ in range(4)], [([], []) for _ in range(4)], \
+        [set() for _ in range(4)], 0
+    for _ in range(600):
+        for _ in range(int(rng.integers(0, 3))):  # results arrive: a new configuration or a promoted one
+            j = int(rng.integers(0, 4))
+            candidates = sorted(promoted[j - 1] - set(plain[j][0])) if j else []
+            if j and not candidates:
+                continue
+            config_id = int(rng.choice(candidates)) if j else next_id
+            next_id += j == 0
+            loss = math.nan if rng.uniform() < 0.1 else float(rng.integers(0, 20)) / 4  # ties and failures
+            for ids, losses in (plain[j], (rungs[j].config_ids, rungs[j].losses)):
+                ids.append(config_id)
+                losses.append(loss)
+        assert schedule.next_job(rungs) == scan(plain, promoted, 1 / 3)
+    assert sum(map(len, promoted)) > 50
+
+
 def test_constant_liar_adds_the_running_evaluations_with_the_observed_loss_at_their_fidelity():
     archive = Archive(2)
     archive.add(np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]), config_id=np.arange(3), batch=np.arange(3),
