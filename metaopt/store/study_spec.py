@@ -462,8 +462,9 @@ def companion_studies(spec: StudySpec, source: Path, output: Path) -> list[Compa
     have the same benchmark, budget and evaluation instances, seeds among the study's, the same
     simulated clock (its worker counts among the study's, the same time limit), and the optimizers it
     adds must be its own and not this study's. Several companions may add one optimizer on disjoint
-    seeds (a companion too slow for one session, split by seeds). ``source``: the study file that names them (for messages);
-    ``output``: its output folder. Raises UsageError naming the field otherwise.
+    seeds (a companion too slow for one session, split by seeds). ``source``: the study file that
+    names them (for messages); ``output``: its output folder. Raises UsageError naming the field
+    otherwise.
     """
     out = []
     own = spec.evaluation.optimizer_names() if spec.evaluation else []
