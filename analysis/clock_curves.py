@@ -31,7 +31,7 @@ def _base_name(run_name: str, workers: int) -> str:
 
 def panel_label(workers: int) -> str:
     """A worker count's panel title; padded so that panels sort by worker count."""
-    return f"{workers:>4} workers"
+    return f"{workers:>4} worker" + ("" if workers == 1 else "s")
 
 
 def best_by_arrival(trace: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
