@@ -83,6 +83,33 @@ def clock_curves(runs: Iterable[tuple[dict[str, Any], Any]], points: int = 60) -
     return curves.groupby(["workers", "optimizer", "instance", "time"], as_index=False)["regret"].mean()
 
 
+TABLE_POSITIONS = (1 / 3, 2 / 3, 1.0)
+"""Where :func:`clock_table` reads the curves: these positions along each worker count's log time grid
+(from its first to its last time), the figure's early, middle and end."""
+
+
+def clock_table(curves: pd.DataFrame) -> pd.DataFrame:
+    """The curves of :func:`clock_curves` at a few simulated times, for the report's table: one row
+    per optimizer, one column per worker count N and time t (the grid times at
+    :data:`TABLE_POSITIONS` of N's log grid), cells "mean ± s.e." over instances (text;
+    the mean alone for one instance, "—" for an optimizer without runs at N). Rows sorted by the last
+    column's mean."""
+    columns: dict[str, pd.Series] = {}
+    last_means = pd.Series(dtype=float)
+    for workers, group in curves.groupby("workers", sort=True):
+        grid = np.sort(group["time"].unique())
+        for position in TABLE_POSITIONS:
+            time = grid[int(round(position * (len(grid) - 1)))]
+            at = group[group["time"] == time].groupby("optimizer")["regret"].agg(["mean", "sem"])
+            columns[f"{panel_label(int(workers)).strip()}, {time:.3g} s"] = pd.Series(
+                [f"{m:.3f}" + ("" if np.isnan(e) else f" ± {e:.3f}") for m, e in zip(at["mean"], at["sem"])],
+                index=at.index)  # one instance: no s.e.
+            last_means = at["mean"]
+    table = pd.DataFrame(columns).fillna("—")
+    order = last_means.reindex(table.index).sort_values(kind="stable", na_position="last").index
+    return table.loc[order].reset_index(names="optimizer")
+
+
 def clock_figure(curves: pd.DataFrame, caption: str) -> Any:
     """The curves of :func:`clock_curves` as a :class:`metaopt.analysis.figures.Figure` named
     :data:`CLOCK_CURVES`: one panel per worker count, every optimizer (ours and the peers) in each."""

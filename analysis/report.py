@@ -36,7 +36,7 @@ import pandas as pd
 from metaopt.analysis import figures
 from metaopt.analysis.answer import write_answer
 from metaopt.analysis.anytime import budget_grid, regret_at
-from metaopt.analysis.clock_curves import clock_curves, clock_figure
+from metaopt.analysis.clock_curves import clock_curves, clock_figure, clock_table
 from metaopt.analysis.figures import Figure
 from metaopt.analysis.held_out_runs import Evaluation, read_runs_file, stored_runs
 from metaopt.analysis.meta_model import meta_archive_model
@@ -574,6 +574,10 @@ def evaluation_sections(study: StudySpec, output: Path, evaluation: Evaluation, 
         untimed = (f" No curve for {', '.join(evaluation.untimed)}: their runs file has no simulated times "
                    "(written before runs files kept them; export it again)." if evaluation.untimed else "")
         held_out.blocks.append(clock_figure(evaluation.clock, f"{base}.{untimed}"))
+        held_out.blocks.append(Table(
+            "Mean normalized regret ± 1 s.e. over instances (mean over seeds per instance) of the best result in "
+            "by each simulated time: the figure's curves a third and two thirds of the way along each worker "
+            f"count's log time axis and at its end; rows by the last column. {base}.", clock_table(evaluation.clock)))
     if scores:
         held_out.blocks.append(figures.final_boxplots(
             scores, palette, f"Normalized regret per instance (mean over seeds) at budgets {', '.join(scores)}; "

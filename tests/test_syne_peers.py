@@ -236,7 +236,18 @@ def test_a_study_on_the_clock_stores_each_worker_count_and_draws_the_clock_curve
     assert set(curves["workers"]) == {1, 3} and set(curves["optimizer"]) == {"asha", "hb", "syne_asha"}
     assert curves.groupby("workers")["time"].max().iloc[0] > curves.groupby("workers")["time"].max().iloc[1]
     assert (out / "eval" / "anytime_clock.png").stat().st_size > 10_000
-    assert "figures/anytime_clock.png" in (out / "report" / "report.md").read_text()
+    report = (out / "report" / "report.md").read_text()
+    assert "figures/anytime_clock.png" in report
+    # the table of the curves at three times of each worker count's log time axis, the last its end
+    from metaopt.analysis.clock_curves import clock_table
+
+    table = clock_table(curves)
+    assert len(table) == 3 and len(table.columns) == 1 + 2 * 3 and table.columns[1].startswith("1 worker, ")
+    last = curves[curves["workers"] == 3]
+    last = last[last["time"] == last["time"].max()].groupby("optimizer")["regret"].mean()
+    assert list(table["optimizer"]) == list(last.sort_values(kind="stable").index)
+    assert table.iloc[0, -1] == f"{last.min():.3f}"  # one instance: the mean alone
+    assert "of the best result in by each simulated time" in report and f"| {table.iloc[0, -1]} |" in report
     assert set(pd.read_csv(out / "eval" / "table.csv")["optimizer"]) == {
         f"{n}@w{w}" for n in ("asha", "hb", "syne_asha") for w in (1, 3)}
 
@@ -277,3 +288,24 @@ def test_a_companion_on_the_clock_joins_the_curves_against_simulated_time_from_i
     assert "No curve for hb@w3, syne_asha@w3" in (tmp_path / "out" / "report" / "report.md").read_text()
     companion.write_text(companion.read_text().replace("time_limit: 1dc", "time_limit: 2dc"))
     assert main(["report", str(tmp_path / "out")]) == 2
+
+
+def test_the_clock_table_reads_the_curves_at_three_times_of_each_worker_count():
+    """The report's table of the curves against simulated time: per worker count the grid times a third
+    and two thirds along the log grid and its last, mean ± s.e. over instances, rows by the last column;
+    a worker count an optimizer did not run at is a dash."""
+    from metaopt.analysis.clock_curves import clock_table
+
+    rows = []
+    for workers, grid in ((1, [1.0, 10.0, 100.0, 1000.0]), (8, [2.0, 20.0, 200.0, 2000.0])):
+        for optimizer, level in (("slow", 0.5), ("fast", 0.2)):
+            if workers == 8 and optimizer == "slow":
+                continue
+            for instance, shift in (("a", 0.0), ("b", 0.1)):
+                rows += [{"workers": workers, "optimizer": optimizer, "instance": instance, "time": t,
+                          "regret": level + shift - 0.01 * k} for k, t in enumerate(grid)]
+    table = clock_table(pd.DataFrame(rows))
+    assert list(table.columns) == ["optimizer", "1 worker, 10 s", "1 worker, 100 s", "1 worker, 1e+03 s",
+                                   "8 workers, 20 s", "8 workers, 200 s", "8 workers, 2e+03 s"]
+    assert list(table["optimizer"]) == ["fast", "slow"]
+    assert table.loc[0, "1 worker, 1e+03 s"] == "0.220 ± 0.050" and table.loc[1, "8 workers, 2e+03 s"] == "—"
