@@ -343,9 +343,9 @@ def _without_quadratic_bookkeeping(scheduler: Any) -> None:
     if kind is RandomSearcher or kind is KernelDensityEstimator:
         features = _Features()
         searcher.fit_model = lambda: _refit(searcher, features)
+    if kind is KernelDensityEstimator:
         for method in ("on_trial_result", "on_trial_complete"):  # the two that append to trial_results
-            if kind is KernelDensityEstimator:
-                setattr(searcher, method, _noting_changes(getattr(searcher, method), features.changed))
+            setattr(searcher, method, _noting_changes(getattr(searcher, method), features.changed))
 
 
 def _noting_changes(append: Any, changed: set[int]) -> Any:
@@ -360,13 +360,13 @@ def _noting_changes(append: Any, changed: set[int]) -> Any:
 @dataclasses.dataclass
 class _Features:
     """What the KDE searcher's replay of ``trial_results`` gives, kept by :func:`_refit` in the order
-    of ``trial_results``: each trial's feature vector as a list (the searcher's ``X``) and stacked
-    (what ``np.array(X)`` makes of it), and each trial's last result (``y``), of which only those of
+    of ``trial_results``: each trial's feature vector, stacked (what ``np.array(X)`` makes of the
+    searcher's ``X``; its rows are ``X``), and each trial's last result (``y``), of which only those of
     the trials ``changed`` since the last refit are read anew."""
 
-    rows: list[np.ndarray] = dataclasses.field(default_factory=list)
     stacked: np.ndarray | None = None
     position: dict[int, int] = dataclasses.field(default_factory=dict)
+    """Each trial's row, by trial ID: the trials featurized so far."""
     last: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))
     changed: set[int] = dataclasses.field(default_factory=set)
 
@@ -386,21 +386,19 @@ def _refit(searcher: Any, features: _Features) -> None:
         points_to_evaluate=None, **searcher.searcher_kwargs)
     if hasattr(model, "X"):
         results = searcher.trial_results
-        added = list(itertools.islice(results.keys(), len(features.rows), None))
+        added = list(itertools.islice(results.keys(), len(features.position), None))
         if added:
-            new = [model._to_feature(searcher.trial_configs[trial_id])  # noqa: SLF001 - what on_trial_complete appends
-                   for trial_id in added]
-            features.position.update((trial_id, len(features.rows) + k) for k, trial_id in enumerate(added))
-            features.rows += new
-            features.stacked = np.array(new) if features.stacked is None else np.concatenate([features.stacked,
-                                                                                              np.array(new)])
+            new = np.array([model._to_feature(searcher.trial_configs[trial_id])  # noqa: SLF001 - what on_trial_complete appends
+                            for trial_id in added])
+            features.position.update({trial_id: len(features.position) + k for k, trial_id in enumerate(added)})
+            features.stacked = new if features.stacked is None else np.concatenate([features.stacked, new])
             features.last = np.concatenate([features.last, np.empty(len(added))])
         # syne-tune's make_input_target's metrics, np.array(the last result of each trial): a float
         # array (the results are losses), of which only the changed trials' entries are read anew
         for trial_id in features.changed:
             features.last[features.position[trial_id]] = results[trial_id][-1]
         features.changed.clear()
-        model.X.extend(features.rows)
+        model.X.extend(features.stacked if features.stacked is not None else [])
         model.y.extend(features.last)
         model.X_array, model.y_array = features.stacked, features.last
         model.suggest = types.MethodType(_kde_suggest, model)
