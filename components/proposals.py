@@ -21,6 +21,7 @@ import math
 import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
 
 import numpy as np
 from ConfigSpace import Integer
@@ -82,6 +83,18 @@ class Proposal(ABC):
     supports_multi_fidelity: bool = True
     """Whether the strategy works with a multi-fidelity schedule; the design space forbids the
     combination otherwise (CFO is a sequential local search on full-fidelity losses)."""
+    leaves_schedule: bool = False
+    """Whether the run leaves its fidelity schedule once the fraction :attr:`switch_at` of the budget
+    is spent: from the first stage boundary after it, the loop asks for one configuration at a time
+    at full fidelity until the run ends (``filter_then_rf``). Only the batch loop does this; the
+    design space forbids such a strategy with an asynchronous schedule."""
+    switch_at: float = 1.0
+    """For a strategy that changes strategy during the run (``cfo_then_filter``, ``filter_then_rf``):
+    the fraction of the budget after which it does (its hyperparameter ``switch_at``)."""
+    late_design: Mapping[str, Any] | None = None
+    """A fragment of a configuration γ whose proposal this strategy hands over to during the run:
+    :meth:`metaopt.engine.loop.Optimizer.from_config` builds that proposal and passes it to
+    ``with_late`` (a method such a strategy defines). None: the strategy needs no other."""
 
     @abstractmethod
     def propose(self, n: int, ctx: ProposalContext) -> np.ndarray:

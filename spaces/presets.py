@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from metaopt.components.fidelity_schedules import n_stages
+from metaopt.components.hybrid_proposals import SMAC_MODEL
 from metaopt.core.benchmarks.base import Fidelity
 from metaopt.core.errors import UsageError
 from metaopt.spaces.design_space import MU, validate
@@ -94,12 +95,9 @@ def _smac_like(fidelity: Fidelity) -> dict[str, Any]:
     (``initial_design_per_dim`` 10), but with it, alone or with SMAC's retraining every 8
     configurations (``lrs_retrain_after`` 8), smac_like ended worse at 10·d on the held-out lcbench
     instances and no better at 30·d (studies/initial_design_*.yaml), so the preset leaves it out.
-    SMAC's forest splits also on instance features and imputes inactive values differently."""
-    return {"fidelity_schedule": "single", "mu": 1, "sampler": "uniform",
-            **_filter("local_random", "rf", "logei", (1.0, 1.0), (1.0, 1.0), (0.2, 0.2), True, True),
-            "surrogate_target": "log", "rf_n_trees": 10, "rf_min_samples_leaf": 1, "rf_max_features": 1.0,
-            "rf_bootstrap": True, "lrs_random": 2000, "lrs_starts": 10, "lrs_neighbours": 20, "lrs_steps": 10,
-            "lrs_step": 0.1}
+    SMAC's forest splits also on instance features and imputes inactive values differently. The proposal
+    (:data:`~metaopt.components.hybrid_proposals.SMAC_MODEL`) is also ``filter_then_rf``'s after its switch."""
+    return {"fidelity_schedule": "single", "mu": 1, **SMAC_MODEL}
 
 
 def _cfo_tuned(fidelity: Fidelity) -> dict[str, Any]:
@@ -110,7 +108,7 @@ def _cfo_tuned(fidelity: Fidelity) -> dict[str, Any]:
 def _cfo_then_rf(fidelity: Fidelity) -> dict[str, Any]:
     """``cfo_then_filter``: the CFO of ``cfo_tuned`` until half the budget is spent, then the filter of
     ``smac_like``."""
-    filtered = {k: v for k, v in _smac_like(fidelity).items() if k not in ("fidelity_schedule", "mu")}
+    filtered = {k: v for k, v in SMAC_MODEL.items() if k != "proposal"}
     return {**_cfo_tuned(fidelity), "proposal": "cfo_then_filter", "switch_at": 0.5, **filtered}
 
 

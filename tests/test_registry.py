@@ -62,8 +62,8 @@ def test_conditions_come_from_the_components_attributes():
     """What each category depends on, as the components declare it (and as the design space had it
     when these were lists of names)."""
     expected = {
-        "samplers": ("proposal", ("sample_filter", "cfo_then_filter")),
-        "filters": ("proposal", ("sample_filter", "cfo_then_filter")),
+        "samplers": ("proposal", ("sample_filter", "cfo_then_filter", "filter_then_rf")),
+        "filters": ("proposal", ("sample_filter", "cfo_then_filter", "filter_then_rf")),
         "surrogates": ("filter_method", ("tournament", "progressive", "local_random")),
         "acquisitions": ("filter_method", ("tournament", "progressive", "local_random")),
         "cost_penalties": ("acquisition", ("ei",)),
@@ -81,11 +81,12 @@ def test_conditions_come_from_the_components_attributes():
 
 def test_forbidden_combinations_come_from_the_components_attributes():
     assert forbidden_rules() == [
+        (("proposal", ("filter_then_rf",)), ("fidelity_schedule", ("asha",))),
         (("proposal", ("cfo", "cfo_then_filter")), ("fidelity_schedule", ("equal", "sh", "hb", "cahb", "asha"))),
         (("cost_penalty", ("eipu", "ei_alpha", "ei_cool", "cei")), ("surrogate", ("knn1", "kknn7", "tpe"))),
     ]
     assert names_declaring("surrogates", "has_std") == ("rf", "gp")
-    assert len([f for f in design_space().forbidden_clauses if isinstance(f, ForbiddenAndConjunction)]) == 2
+    assert len([f for f in design_space().forbidden_clauses if isinstance(f, ForbiddenAndConjunction)]) == 3
 
 
 def test_benchmark_kinds_are_registered_in_listing_order(yahpo_data):

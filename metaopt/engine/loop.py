@@ -19,6 +19,10 @@ Survivors are topped up with new configurations only in ``equal`` brackets (``re
 stage holds survivors only, and a lone survivor, which no later stage could discard, goes straight
 to the bracket's last stage. Whatever the sizes, the budget accounting above applies to each batch.
 
+A proposal that ``leaves_schedule`` (``filter_then_rf``) ends the schedule's brackets at the first
+stage boundary after its ``switch_at`` of the budget; the rest of the run is one new configuration
+per batch at full fidelity (bracket 0 in the trace).
+
 Stopping rules are checked after every batch; the one that stops the run names the stop reason,
 and its statistic after each batch goes into the trace (``stop_statistic``). Rules draw from their
 own generator (spawned from ``seed``), so a rule never changes what the run proposes: the same γ
@@ -126,7 +130,8 @@ class Optimizer:
         Each chosen component is built from the registry with its hyperparameters; a proposal that
         ``uses_sampler_and_filter`` (``sample_filter``, ``cfo_then_filter``) is then wired to the chosen
         sampler, filter and, for a filter with ``uses_surrogate``, a :class:`Scorer` (surrogate,
-        acquisition, cost penalty and model).
+        acquisition, cost penalty and model); one with a ``late_design`` (``filter_then_rf``) gets that
+        design's proposal, built the same way.
         """
         gamma = validate(config)
         chosen = select(gamma)
@@ -141,6 +146,9 @@ class Optimizer:
                                 cost_penalty=built.get("cost_penalties"), cost_model=penalty_cost_model,
                                 target=proposal_filter.target)
             proposal = proposal.wired(built["samplers"], proposal_filter, scorer)
+        if proposal.late_design is not None:
+            proposal = proposal.with_late(cls.from_config({"fidelity_schedule": "single", "mu": 1,
+                                                           **proposal.late_design}).proposal)
         return cls(
             config=gamma,
             schedule=built["fidelity_schedules"],
@@ -308,10 +316,36 @@ class _Run:
         return self.stop_reason is not None
 
     # -- Alg. 2 -----------------------------------------------------------------------------
+    def _leaves_schedule(self) -> bool:
+        """Whether the run leaves its fidelity schedule now (a proposal with ``leaves_schedule`` whose
+        ``switch_at`` of the budget is spent); checked before each stage is proposed or promoted."""
+        proposal = self.opt.proposal
+        return proposal.leaves_schedule and self.state.t >= proposal.switch_at
+
     def execute(self) -> Generator[Batch, tuple[np.ndarray, np.ndarray], None]:
-        """Alg. 2 as a generator: yields each batch to evaluate and receives its (losses, costs)."""
+        """Alg. 2 as a generator: yields each batch to evaluate and receives its (losses, costs).
+
+        For a proposal that ``leaves_schedule``, the brackets end at the first stage boundary after
+        its switch point, and the rest of the run is :meth:`_one_at_a_time`."""
+        yield from self._brackets()
+        if self.stop_reason is None and self.opt.proposal.leaves_schedule:
+            yield from self._one_at_a_time()
+
+    def _one_at_a_time(self) -> Generator[Batch, tuple[np.ndarray, np.ndarray], None]:
+        """One new configuration per batch at full fidelity until the run ends (bracket 0, stage 1)."""
+        plan = BracketPlan(0, (Stage(1, self.problem.fidelity.r_max, 1, 0),))
+        while True:
+            ids = self._propose(1, self.problem.fidelity.r_max)
+            yield from self._evaluate(ids, self.problem.fidelity.r_max, plan, 1)
+            if self._should_stop():
+                return
+
+    def _brackets(self) -> Generator[Batch, tuple[np.ndarray, np.ndarray], None]:
+        """The fidelity schedule's brackets until the run ends or leaves the schedule."""
         mu = int(self.opt.config["mu"])
         for plan in self.opt.schedule.brackets(self.problem.fidelity, mu):
+            if self._leaves_schedule():
+                return
             first = plan.stages[0]
             if plan.resize is None:
                 ids = self._propose(first.n_total, first.fidelity)
@@ -326,6 +360,8 @@ class _Run:
                     return
                 if j == len(plan.stages) - 1:
                     break
+                if self._leaves_schedule():
+                    return
                 j += 1
                 following = plan.stages[j]
                 ids = self._promote(ids, losses, costs, stage, following)
