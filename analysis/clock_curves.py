@@ -61,7 +61,12 @@ def clock_curves(runs: Iterable[tuple[dict[str, Any], Any]], points: int = 60) -
 
     ``runs``: (keys with optimizer, instance, seed; a run result) for finished runs; those without
     ``workers`` in their summary (not on the clock) are left out. Per worker count the time grid is
-    log-spaced from the median time of the first result to the latest end of a run.
+    log-spaced from the median time of the first result to the latest end of a run. An optimizer's
+    regret at a time is NaN on every instance until every one of its runs at that worker count has a
+    result in (an instance's value is the mean over all its seeds, and the figure's and the table's
+    means are over all its instances): earlier, a mean over the runs with a result would be a mean over
+    a subset that changes with time (the first results of a 32-worker run arrive at different times on
+    different instances). The figure leaves those times out, the table shows a dash.
     """
     by_workers: dict[int, list[tuple[dict[str, Any], Any]]] = {}
     for keys, result in runs:
@@ -80,7 +85,11 @@ def clock_curves(runs: Iterable[tuple[dict[str, Any], Any]], points: int = 60) -
     if not frames:
         return pd.DataFrame(columns=["workers", "optimizer", "instance", "time", "regret"])
     curves = pd.concat(frames, ignore_index=True)
-    return curves.groupby(["workers", "optimizer", "instance", "time"], as_index=False)["regret"].mean()
+    by_seed = curves.groupby(["workers", "optimizer", "instance", "time"])["regret"]
+    points = by_seed.mean().where(by_seed.count() == by_seed.size()).reset_index()
+    incomplete = points["regret"].isna().groupby([points["workers"], points["optimizer"], points["time"]])
+    points.loc[incomplete.transform("any").to_numpy(), "regret"] = np.nan
+    return points
 
 
 TABLE_POSITIONS = (1 / 3, 2 / 3, 1.0)
@@ -93,7 +102,7 @@ def clock_table(curves: pd.DataFrame) -> pd.DataFrame:
     per optimizer, one column per worker count N and time t (the grid times at
     :data:`TABLE_POSITIONS` of N's log grid), cells "mean ± s.e." over instances (text;
     the mean alone for one instance, "—" for an optimizer without runs at N). Rows sorted by the last
-    column's mean."""
+    column's mean; "—" also where the optimizer's curve has no value yet."""
     columns: dict[str, pd.Series] = {}
     last_means = pd.Series(dtype=float)
     for workers, group in curves.groupby("workers", sort=True):
@@ -102,8 +111,8 @@ def clock_table(curves: pd.DataFrame) -> pd.DataFrame:
             time = grid[int(round(position * (len(grid) - 1)))]
             at = group[group["time"] == time].groupby("optimizer")["regret"].agg(["mean", "sem"])
             columns[f"{panel_label(int(workers)).strip()}, {time:.3g} s"] = pd.Series(
-                [f"{m:.3f}" + ("" if np.isnan(e) else f" ± {e:.3f}") for m, e in zip(at["mean"], at["sem"])],
-                index=at.index)  # one instance: no s.e.
+                ["—" if np.isnan(m) else f"{m:.3f}" + ("" if np.isnan(e) else f" ± {e:.3f}")
+                 for m, e in zip(at["mean"], at["sem"])], index=at.index)  # one instance: no s.e.
             last_means = at["mean"]
     table = pd.DataFrame(columns).fillna("—")
     order = last_means.reindex(table.index).sort_values(kind="stable", na_position="last").index
@@ -117,9 +126,11 @@ def clock_figure(curves: pd.DataFrame, caption: str) -> Any:
 
     from metaopt.analysis.figures import anytime, optimizer_palette
 
-    shown = curves.assign(scenario=curves["workers"].map(panel_label), budget=curves["time"])
+    shown = curves.dropna(subset=["regret"])  # before every run has a result in
+    shown = shown.assign(scenario=shown["workers"].map(panel_label), budget=shown["time"])
     figure = anytime(shown, optimizer_palette(curves["optimizer"].unique()), "simulated wall-clock time (s)",
                      "Mean normalized regret of the best result in by each simulated time (log axis), one panel "
                      "per number of simulated workers: mean over seeds per instance, then mean ± 1 s.e. over "
-                     f"instances. {caption}")
+                     "instances; an optimizer's curve starts when every one of its runs has a result in. "
+                     f"{caption}")
     return replace(figure, name=CLOCK_CURVES, title="Anytime performance against simulated wall-clock time")

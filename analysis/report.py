@@ -577,7 +577,8 @@ def evaluation_sections(study: StudySpec, output: Path, evaluation: Evaluation, 
         held_out.blocks.append(Table(
             "Mean normalized regret ± 1 s.e. over instances (mean over seeds per instance) of the best result in "
             "by each simulated time: the figure's curves a third and two thirds of the way along each worker "
-            f"count's log time axis and at its end; rows by the last column. {base}.", clock_table(evaluation.clock)))
+            "count's log time axis and at its end; rows by the last column; — : not every run of the optimizer "
+            f"has a result in yet. {base}.", clock_table(evaluation.clock)))
     if scores:
         held_out.blocks.append(figures.final_boxplots(
             scores, palette, f"Normalized regret per instance (mean over seeds) at budgets {', '.join(scores)}; "

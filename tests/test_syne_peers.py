@@ -309,3 +309,30 @@ def test_the_clock_table_reads_the_curves_at_three_times_of_each_worker_count():
                                    "8 workers, 20 s", "8 workers, 200 s", "8 workers, 2e+03 s"]
     assert list(table["optimizer"]) == ["fast", "slow"]
     assert table.loc[0, "1 worker, 1e+03 s"] == "0.220 ± 0.050" and table.loc[1, "8 workers, 2e+03 s"] == "—"
+
+
+def test_a_clock_curve_starts_once_every_run_has_a_result():
+    """A point of an optimizer's curve against simulated time is a mean over all its runs: none before
+    the last of them has its first result in (instance b's second seed here), never a mean over the
+    runs with a result so far."""
+    from types import SimpleNamespace
+
+    from metaopt.analysis.clock_curves import clock_curves, clock_table
+
+    def result(arrivals: list[float], losses: list[float]) -> SimpleNamespace:
+        trace = pd.DataFrame({"sim_time": arrivals, "loss": losses})
+        return SimpleNamespace(trace=trace, summary={"workers": 8, "sim_time": 1000.0,
+                                                     "reference": {"y_min": 0.0, "y_max": 1.0}})
+
+    runs = [({"optimizer": "opt@w8", "instance": "a", "seed": 1}, result([1.0, 50.0], [0.5, 0.2])),
+            ({"optimizer": "opt@w8", "instance": "a", "seed": 2}, result([2.0, 60.0], [0.4, 0.3])),
+            ({"optimizer": "opt@w8", "instance": "b", "seed": 1}, result([1.0], [0.1])),
+            ({"optimizer": "opt@w8", "instance": "b", "seed": 2}, result([100.0], [0.9]))]
+    curves = clock_curves(runs, points=40)
+    assert curves["time"].min() == 1.5 and len(curves) == 2 * 40  # the grid from the median first result
+    assert curves.loc[curves["time"] < 100.0, "regret"].isna().all()
+    assert curves.loc[curves["time"] >= 100.0, "regret"].notna().all()
+    late = curves[curves["time"] == curves["time"].max()].set_index("instance")["regret"]
+    assert late["a"] == pytest.approx(0.25) and late["b"] == pytest.approx(0.5)
+    table = clock_table(curves)
+    assert table.iloc[0, 1] == "—" and table.iloc[0, 3] == "0.375 ± 0.125"
