@@ -85,11 +85,13 @@ def clock_curves(runs: Iterable[tuple[dict[str, Any], Any]], points: int = 60) -
     if not frames:
         return pd.DataFrame(columns=["workers", "optimizer", "instance", "time", "regret"])
     curves = pd.concat(frames, ignore_index=True)
-    by_seed = curves.groupby(["workers", "optimizer", "instance", "time"])["regret"]
-    points = by_seed.mean().where(by_seed.count() == by_seed.size()).reset_index()
-    incomplete = points["regret"].isna().groupby([points["workers"], points["optimizer"], points["time"]])
-    points.loc[incomplete.transform("any").to_numpy(), "regret"] = np.nan
-    return points
+    by = ["workers", "optimizer", "instance", "time"]
+    seed_means = curves.groupby(by)["regret"].agg(["mean", "count", "size"]).reset_index()
+    seed_means["regret"] = seed_means["mean"].where(seed_means["count"] == seed_means["size"])
+    regret = seed_means["regret"]
+    incomplete = regret.isna().groupby([seed_means["workers"], seed_means["optimizer"], seed_means["time"]])
+    seed_means.loc[incomplete.transform("any").to_numpy(), "regret"] = np.nan
+    return seed_means[[*by, "regret"]]
 
 
 TABLE_POSITIONS = (1 / 3, 2 / 3, 1.0)
