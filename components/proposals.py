@@ -94,7 +94,7 @@ class Proposal(ABC):
     late_design: Mapping[str, Any] | None = None
     """A fragment of a configuration γ whose proposal this strategy hands over to during the run:
     :meth:`metaopt.engine.loop.Optimizer.from_config` builds that proposal and passes it to
-    ``with_late`` (a method such a strategy defines). None: the strategy needs no other."""
+    :meth:`with_late`. None: the strategy needs no other."""
 
     @abstractmethod
     def propose(self, n: int, ctx: ProposalContext) -> np.ndarray:
@@ -129,6 +129,15 @@ class Proposal(ABC):
         strategy to run (a new object or this one).
         """
         raise NotImplementedError(f"{type(self).__name__} does not use a sampler and filter")
+
+    def with_late(self, proposal: "Proposal") -> "Proposal":
+        """The strategy handing over to ``proposal`` during the run.
+
+        Called once, by :meth:`metaopt.engine.loop.Optimizer.from_config`, for strategies with a
+        :attr:`late_design`, with that design's proposal (wired like any other). Returns the strategy
+        to run (a new object or this one).
+        """
+        raise NotImplementedError(f"{type(self).__name__} hands over to no other strategy")
 
 
 @register("proposals", "sample_filter", hyperparameters=[INITIAL_DESIGN],
