@@ -108,6 +108,14 @@ def _restrictions() -> dict[str, Restriction]:
                 "with a KNN1/KKNN7/TPE/RF surrogate ranking by its mean, equal or HB batches, no early stopping"),
         _table4("hb_only", "RQ3", "batch_method HB (paper Table 5, top half)", fixed={"fidelity_schedule": "hb"}),
         _table4("equal_only", "RQ3", "batch_method equal (paper Table 5, bottom half)", fixed=equal),
+        # Not a paper's space: the family of the hand-made lcbench design (cfo_then_rf), for a search
+        # that tunes within it after the whole space's search could not tell its proposals from noise.
+        Restriction("cfo_then_model", "search",
+                    "CFO, then a surrogate with a local-and-random acquisition search, one evaluation at a time "
+                    "at full fidelity (the family of cfo_then_rf and metaopt_lcbench): when to switch, CFO's "
+                    "rules, the surrogate, its target and acquisition, and the local search are searched",
+                    fixed={"proposal": "cfo_then_filter", "fidelity_schedule": "single", "mu": 1,
+                           "stopping": "budget", "filter_method": "local_random"}),
     ]
     return {r.name: r for r in items}
 

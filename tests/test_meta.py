@@ -368,6 +368,12 @@ def test_known_designs_are_the_presets_that_are_points_of_the_space(tmp_path):
                           {"bohb.json": get_preset("bohb").config(fidelity)})
     assert list(twice) == list(table4)
 
+    # the family the lcbench search tunes within (studies/lcbench_cfo_race.yaml) holds the hand-made designs
+    family = known_designs(_setup("cfo_then_model"), get_restriction("cfo_then_model").space())
+    assert set(family) == {"cfo_then_rf", "metaopt_lcbench"}
+    for name, configuration in family.items():
+        assert complete_gamma(_setup("cfo_then_model"), dict(configuration)) == get_preset(name).config(fidelity)
+
 
 SELECTION_STUDY = """
 name: selection
