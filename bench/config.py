@@ -59,6 +59,13 @@ class BenchConfig:
     before 61ba438 the meta-seeds shared one generator in the order their batches finished)."""
     baseline_timeout_s: float = 3600.0
     """The baseline section: a version that has not finished ``baseline_trials`` trials by then fails."""
+    replay_study: str = "studies/lcbench_cfo_race.yaml"
+    """The replay section (:mod:`metaopt.bench.replay`): the study whose committed search is replayed
+    from its meta-archive (a race: SMAC's algorithm-configuration facade over instances and seeds)."""
+    replay_trials: int = 1000
+    """The replay section: the archive's first trials replayed per arm."""
+    replay_repeats: int = 2
+    """The replay section: replays per arm, alternating."""
     clock_instances: int = 3
     clock_seeds: int = 2
     clock_workers: int = 8
@@ -86,4 +93,5 @@ QUICK = BenchConfig("quick", seeds=1, peer_instances=1, peer_seeds=1, budget="10
                     eval_seeds=1,
                     scaling_budgets=("5d", "10d", "20d"),
                     scaling_max_run_s=20.0, baseline_trials=8, baseline_repeats=1, baseline_timeout_s=600.0,
+                    replay_trials=60, replay_repeats=1,
                     clock_instances=1, clock_seeds=1)

@@ -45,7 +45,7 @@ from metaopt.core.errors import UsageError
 from metaopt.core.references import get_reference
 from metaopt.core.store_utils import atomic_write_text, read_json_file
 
-SECTIONS = ("overhead", "peers", "meta", "scaling", "api", "baseline", "clock")
+SECTIONS = ("overhead", "peers", "meta", "scaling", "api", "baseline", "clock", "replay")
 WARMUP_BUDGET = "1d"
 
 
@@ -273,6 +273,10 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
             from metaopt.bench.clock import clock_section
 
             data = clock_section(config, yahpo_data)
+        elif section == "replay":
+            from metaopt.bench.replay import replay_section
+
+            data = replay_section(config, yahpo_data)
         else:
             raise AssertionError(f"unhandled section {section}")
         data["wall_time_s"] = time.perf_counter() - section_started

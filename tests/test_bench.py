@@ -231,3 +231,17 @@ def test_bench_clock_section_times_the_clock_and_reads_regret_against_simulated_
         finite = [r for r in row["regret"] if r is not None]
         assert finite == sorted(finite, reverse=True)  # the best so far only improves with time
     assert "## 7. The simulated clock" in md.read_text()
+
+
+def test_bench_replay_section_replays_a_committed_race_with_both_predictions_of_the_best(tmp_path, yahpo_data):
+    """The replay section asks SMAC for the archived trials of the lcbench race as shipped and with
+    fast_asks: both arms propose exactly the archive's trials (the section checks it and fails
+    otherwise), and the report gives each arm's time per trial."""
+    out, md = tmp_path / "results.json", tmp_path / "benchmarks.md"
+    assert main(["bench", "--quick", "--sections", "replay", "--out", str(out), "--md", str(md),
+                 "--yahpo-data", str(yahpo_data)]) == 0
+    section = json.loads(out.read_text())["sections"]["replay"]
+    assert section["study"] == "studies/lcbench_cfo_race.yaml" and section["trials"] == 60
+    assert [r["arm"] for r in section["rows"]] == ["SMAC 2.4 as shipped", "fast_asks"]
+    assert all(r["trials"] == 60 and r["wall_s"] > 0 for r in section["rows"]) and len(section["speedup"]) == 1
+    assert "## 8. The meta-optimizer's own time" in md.read_text()

@@ -272,6 +272,110 @@ def test_smac_forest_with_bounded_leaves_grows_the_same_trees(tmp_path):
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("facade_name", ["AlgorithmConfigurationFacade", "MultiFidelityFacade"])
+def test_smac_predicted_best_in_one_batch_equals_smacs_per_configuration_loop(tmp_path, facade_name):
+    """The meta-optimizer's facade finds the predicted best configuration (the acquisition function's
+    incumbent) with one batched forest prediction; SMAC's own method predicts one configuration at a
+    time. Both give the same row and the same value, bit for bit, after every retraining of a short
+    search on a space with conditions and forbiddens: with instance features (the race) and without
+    (the multi-fidelity search), ties included (early forests predict many rows alike)."""
+    import smac
+    from smac.main.config_selector import ConfigSelector
+    from smac.runhistory.dataclasses import TrialValue
+
+    from metaopt.stages.meta_search import _smac_facade
+
+    facade = getattr(smac, facade_name)
+    racing = facade_name == "AlgorithmConfigurationFacade"
+    space = _mixed_space()
+    space.seed(3)
+    options = (dict(instances=["i1", "i2", "i3"], instance_features={"i1": [0.0], "i2": [0.5], "i3": [1.0]},
+                    deterministic=False) if racing else dict(min_budget=1 / 9, max_budget=1.0, deterministic=True))
+    scenario = smac.Scenario(space, n_trials=120, seed=3, output_directory=tmp_path, **options)
+    search = _smac_facade(facade, scenario, [], {"pca_components": None} if racing else {}, {})
+    selector = search._config_selector
+    assert selector._get_x_best is not ConfigSelector._get_x_best.__get__(selector)
+    data = np.random.default_rng(3)
+    compared = 0
+    for trial in range(90):
+        info = search.ask()
+        search.tell(info, TrialValue(cost=float(data.normal() + info.config["y"])), save=False)
+        if trial % 10 == 9 and trial >= 19:
+            X, Y, configurations = selector._collect_data()
+            selector._model.train(X, Y)
+            row, value = selector._get_x_best(configurations)
+            smac_row, smac_value = ConfigSelector._get_x_best(selector, configurations)
+            assert type(value) is type(smac_value) and value == smac_value
+            np.testing.assert_array_equal(row, smac_row)
+            compared += 1
+    assert compared == 8
+
+
+def test_indexed_configs_answer_in_as_a_list_does():
+    """IndexedConfigs' ``in`` (an index of the configurations' vectors, confirmed by ``==``) answers what
+    the list's linear scan answers: equal configurations built anew, configurations of an equal
+    space built separately, inactive values, other objects; after appends and other mutations."""
+    from ConfigSpace import Configuration
+
+    from metaopt.core.smac_utils import IndexedConfigs
+
+    space = _mixed_space()
+    space.seed(5)
+    configs = space.sample_configuration(40)
+    indexed, plain = IndexedConfigs(configs[:20]), list(configs[:20])
+    twin = _mixed_space()  # equal to `space`, another object
+    probes = [*configs, *(Configuration(space, values=dict(c)) for c in configs),
+              *(Configuration(twin, values=dict(c)) for c in configs), None, 3, "kind"]
+    for step in range(4):
+        assert [p in indexed for p in probes] == [p in plain for p in probes]
+        if step == 0:
+            for c in configs[20:30]:
+                indexed.append(c)
+                plain.append(c)
+        elif step == 1:
+            indexed.remove(configs[3])
+            plain.remove(configs[3])
+            indexed += configs[30:33]
+            plain += configs[30:33]
+        else:
+            del indexed[:5]
+            del plain[:5]
+        assert list(indexed) == plain
+
+
+def test_a_race_asks_the_same_trials_with_fast_asks_as_with_smac_as_shipped(tmp_path):
+    """A short race (SMAC's algorithm-configuration facade over instances and seeds, a space with
+    conditions and forbiddens, batches of 4 asked before they are told) asks for the same trials,
+    configuration, instance and seed, with fast_asks as with SMAC 2.4 as shipped."""
+    from unittest import mock
+
+    import smac
+    from smac.runhistory.dataclasses import TrialValue
+
+    from metaopt.stages import meta_search
+
+    def race(folder, patch):
+        space = _mixed_space()
+        space.seed(7)
+        scenario = smac.Scenario(space, n_trials=160, seed=7, output_directory=folder, deterministic=False,
+                                 instances=["i1", "i2", "i3"],
+                                 instance_features={"i1": [0.0], "i2": [0.5], "i3": [1.0]})
+        with mock.patch.object(meta_search, "fast_asks", patch):
+            search = meta_search._smac_facade(smac.AlgorithmConfigurationFacade, scenario, [],
+                                              {"pca_components": None}, {"max_config_calls": 6})
+        data, asked = np.random.default_rng(7), []
+        for _ in range(40):
+            infos = [search.ask() for _ in range(4)]
+            for info in infos:
+                asked.append((tuple(sorted(dict(info.config).items())), info.instance, info.seed))
+                search.tell(info, TrialValue(cost=float(data.normal() + info.config["y"])), save=False)
+        return asked
+
+    fast = race(tmp_path / "fast", meta_search.fast_asks)
+    assert fast == race(tmp_path / "shipped", lambda facade: facade)
+    assert len({config for config, _, _ in fast}) > 40  # the race moved on to many challengers
+
+
 def _repair_as_before(codec: SpaceCodec, X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """``SpaceCodec.repair`` as it was written before its per-column plan: every column through
     ConfigSpace's own calls, conditions by ``satisfied_by_vector_array``, fresh values by

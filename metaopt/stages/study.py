@@ -343,23 +343,41 @@ def _claim_output(study: Study) -> None:
     atomic_write_text(marker, study.source)
 
 
+def search_inputs(ctx: StudyContext, restriction: str | None, references: dict[str, Any],
+                  time_limits: dict[str, float] | None) -> tuple[Any, Any, dict[str, list[float]]]:
+    """What one arm of the study's search (``restriction``, None: the whole space) is built from: the
+    inner runs' :class:`metaopt.stages.meta.MetaSetup`, the design space and the training instances'
+    features for SMAC (reference range, then the benchmark's own). ``references`` and ``time_limits``
+    are the training instances' (:meth:`StudyContext.references`, :meth:`StudyContext.meta_time_limits`).
+    Called by :func:`run_optimize` for each arm (and by the benchmark harness, which replays a search)."""
+    from metaopt.stages.meta import MetaSetup
+    from metaopt.spaces.design_space import design_space
+    from metaopt.spaces.restrictions import get_restriction
+
+    meta = ctx.study.spec.meta
+    assert meta is not None  # only studies with a search have arms
+    setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, replace(ctx.budget, max_evals=meta.max_evals), references,
+                      restriction, meta.objective, tuple(meta.objective_budgets),
+                      meta.clock.workers if meta.clock else None, time_limits)
+    space = get_restriction(restriction).space() if restriction else design_space()
+    features = {i: [references[i].y_min, references[i].y_max] + ctx.bench.instance_features(i)
+                for i in ctx.meta_instances}
+    return setup, space, features
+
+
 def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
                  deadline: float | None = None) -> dict[str | None, dict[str, Any]]:
     """The optimize stage: the search over the training instances, once per restriction; returns the γ*'s.
 
     ``deadline`` (``time.monotonic()``): a slice of a long search (``--stop-after``); past it no new
     batch starts and :class:`metaopt.stages.meta.SliceEnded` is raised once the runs under way are stored."""
-    from metaopt.stages.meta import MetaSetup, known_designs, optimize
-    from metaopt.spaces.design_space import design_space
-    from metaopt.spaces.restrictions import get_restriction
+    from metaopt.stages.meta import known_designs, optimize
 
     meta = ctx.study.spec.meta
     if meta is None:
         raise UsageError(f"{ctx.study.path} has no 'meta' section: nothing to optimize (evaluation only)")
     assert isinstance(meta.seeds, list)  # the schema turns a count into its list
     references = ctx.references(ctx.meta_instances, quiet)
-    features = {i: [references[i].y_min, references[i].y_max] + ctx.bench.instance_features(i)
-                for i in ctx.meta_instances}
     time_limits = ctx.meta_time_limits()
     if meta.clock is not None and time_limits:
         print(f"optimize: every inner run on the simulated clock with {meta.clock.workers} workers, the objective "
@@ -368,10 +386,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
     archives = meta.archive_files()
     stars = {}
     for restriction, arm in ctx.arms.items():
-        setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, replace(ctx.budget, max_evals=meta.max_evals), references,
-                          restriction, meta.objective, tuple(meta.objective_budgets),
-                          meta.clock.workers if meta.clock else None, time_limits)
-        space = get_restriction(restriction).space() if restriction else design_space()
+        setup, space, features = search_inputs(ctx, restriction, references, time_limits)
         search = ("random search" if meta.optimizer == "random" else "SMAC (algorithm configuration)"
                   if meta.fidelity is None else f"SMAC (Hyperband over the inner budget, from "
                                                 f"{meta.fidelity.min_budget:g} of it, eta {meta.fidelity.eta})")
