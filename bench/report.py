@@ -687,8 +687,10 @@ def _replay(section: dict[str, Any]) -> list[str]:
             "configuration (the acquisition function's incumbent) from one batched forest prediction where SMAC "
             "2.4 makes one per configuration after every retraining, and `in` on the lists of processed and "
             "rejected configurations through an index of their values where SMAC compares with every element "
-            "(`==` on two Configurations builds two dicts). Both arms proposed the archive's "
-            "trials, in its order (checked).", "", _table(rows), "",
+            "(`==` on two Configurations builds two dicts). Both arms proposed the same trials (checked); "
+            f"{section.get('from_archive', section['trials'])} of the {section['trials']} were the archive's (SMAC's "
+            "proposals depend on numpy's vector kernels: on a CPU with other kernels than the archive's machine the "
+            "search leaves the archive, and an untimed first pass runs the rest once).", "", _table(rows), "",
             f"SMAC as shipped over fast_asks, each run against the one right after it: CPU time "
             f"{', '.join(f'{x:.2f}×' for x in cpu_speedups)}, wall time {', '.join(f'{x:.2f}×' for x in speedups)}"
             + (f" (other work held up to {busy:.1f} cores before a run: the CPU time, this process's own, measures the "
