@@ -41,12 +41,10 @@ def warm_up(benchmark: str, yahpo_data: str | None, instance: str) -> None:
 
 def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
     from metaopt.core.executor import make_executor
-    from metaopt.stages.meta import MetaSetup, optimize
-    from metaopt.stages.study import StudyContext
+    from metaopt.stages.meta import optimize
+    from metaopt.stages.study import StudyContext, search_inputs
     from metaopt.store.store import StudyStore, stored_run_records
     from metaopt.store.study_spec import load_study
-    from metaopt.spaces.design_space import design_space
-    from metaopt.spaces.restrictions import get_restriction
 
     study = load_study(REPO / config.meta_study)
     ctx = StudyContext(study, yahpo_data)
@@ -58,10 +56,7 @@ def meta_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
     assert isinstance(meta.seeds, list)  # the study schema turns a count N into 1..N
     references = ctx.references(ctx.meta_instances, quiet=True)
     warm_up(ctx.bench.name, yahpo_data, ctx.meta_instances[0])
-    setup = MetaSetup(ctx.bench.name, yahpo_data, ctx.budget, references, meta.restriction, meta.objective,
-                      tuple(meta.objective_budgets))
-    space = get_restriction(meta.restriction).space() if meta.restriction else design_space()
-    features = {i: [references[i].y_min, references[i].y_max] for i in ctx.meta_instances}
+    setup, space, features = search_inputs(ctx, meta.restriction, references, ctx.meta_time_limits())
     study_runs = meta.trials * len(meta.seeds)
     trials = config.meta_trials or meta.trials
     rows = []

@@ -7,8 +7,8 @@ which grows with the trials, and which a search pays again during every new tria
 
 This section replays the first ``replay_trials`` trials of ``replay_study``'s first meta-seed from
 its committed archive, in this process, with SMAC 2.4 as shipped and with the meta-optimizer's
-faster asks (:func:`metaopt.core.smac_utils.fast_asks`), alternating, ``replay_repeats`` times each. Both arms must propose the same trials in every run: the section
-fails otherwise. An untimed first pass runs, once, what this machine's SMAC proposes beyond the
+faster asks (:func:`metaopt.core.smac_utils.fast_asks`), alternating, ``replay_repeats`` times each.
+Both arms must propose the same trials in every run: the section fails otherwise. An untimed first pass runs, once, what this machine's SMAC proposes beyond the
 archive (its proposals depend on numpy's vector kernels), so the timed runs run nothing.
 """
 
@@ -36,6 +36,7 @@ def replay_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any
     from metaopt.stages import meta_search
     from metaopt.stages.meta import known_designs, load_cache
     from metaopt.stages.study import StudyContext, search_inputs
+    from metaopt.store.meta_archive import record_key
     from metaopt.store.store import StudyStore
     from metaopt.store.study_spec import load_study
 
@@ -77,20 +78,17 @@ def replay_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any
         # 60 trials): on such a CPU the runs from there on are run here, once, so that the timed passes
         # below run nothing.
         first, _, _ = replay(store, fast_asks)
-        expected = [(row["hash"], row["instance"], int(row["seed"])) for row in first]
+        expected = [record_key(row) for row in first]
         from_archive = sum(row["cached"] for row in first)
         for repeat in range(config.replay_repeats):
             for arm, patch in arms.items():
                 busy_before = busy_cores()
                 trial_rows, wall_s, cpu_s = replay(store, patch)
-                keys = [(row["hash"], row["instance"], int(row["seed"])) for row in trial_rows]
+                keys = [record_key(row) for row in trial_rows]
                 if keys != expected or not all(row["cached"] for row in trial_rows):
                     raise RuntimeError(f"replay ({arm}, run {repeat + 1}): other trials than the first pass's")
                 rows.append({"arm": arm, "repeat": repeat + 1, "trials": len(keys), "wall_s": wall_s, "cpu_s": cpu_s,
                              "ms_per_trial": 1000 * wall_s / len(keys), "busy_cores_before": busy_before})
-    shipped = [r["wall_s"] for r in rows if r["arm"] == "SMAC 2.4 as shipped"]
-    fast = [r["wall_s"] for r in rows if r["arm"] == "fast_asks"]
     return {"study": config.replay_study, "archive": str(archive), "trials": trials,
             "study_trials": meta.trials, "instances": len(ctx.meta_instances), "inner_seeds": meta.inner_seeds,
-            "restriction": meta.restriction, "rows": rows, "from_archive": from_archive,
-            "speedup": [a / b for a, b in zip(shipped, fast)]}
+            "restriction": meta.restriction, "rows": rows, "from_archive": from_archive}
