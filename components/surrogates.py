@@ -511,6 +511,7 @@ RF_HPS = (
     Float("rf_max_features", (0.1, 1.0), default=1 / 3),
     Categorical("rf_bootstrap", [True, False], default=True),
     Float("rf_refit_growth", (0.0, 1.0), default=0.0),
+    Integer("rf_max_samples", (0, 5000), default=0),
 )
 
 
@@ -539,18 +540,27 @@ class RandomForest(Surrogate):
     in between each tree keeps its splits and its leaf values are recomputed from every point: the
     mean loss of the points in the leaf, the rows it was grown on with their bootstrap weights and
     each row added since with weight 1. g = 0 (the default) grows every fit, as above.
+
+    Bootstrap size (``rf_max_samples`` M, with ``rf_bootstrap``): each tree's bootstrap sample takes
+    min(n, M) draws from the n points, scikit-learn's ``max_samples`` (and SMAC's forest's); 0 (the
+    default): n draws. The forest still sees every point (each tree a different subset), but no tree
+    is grown on more than M draws, so past n = M a fit costs the same however large the archive
+    grows: without it, regrowing the trees on the whole archive after every evaluation makes a
+    run's time grow with the square of its budget (docs/benchmarks.md, the scaling section). Up to
+    n = M the trees are the same as without it.
     """
 
     has_std = True
 
     def __init__(self, rf_n_trees: int = 50, rf_min_samples_leaf: int = 1, rf_max_features: float = 1 / 3,
-                 rf_bootstrap: bool = True, rf_refit_growth: float = 0.0) -> None:
+                 rf_bootstrap: bool = True, rf_refit_growth: float = 0.0, rf_max_samples: int = 0) -> None:
         super().__init__()
         self.n_estimators = int(rf_n_trees)
         self.min_samples_leaf = int(rf_min_samples_leaf)
         self.max_features = float(rf_max_features)
         self.bootstrap = bool(rf_bootstrap)
         self.refit_growth = float(rf_refit_growth)
+        self.max_samples = int(rf_max_samples)
         self._grown_rows = 0
         """How many rows the trees were grown on (g > 0): the first rows of ``_summed``."""
         self._grown_weights: list[np.ndarray] = []
@@ -593,6 +603,7 @@ class RandomForest(Surrogate):
         target = np.ascontiguousarray(y.reshape(-1, 1), dtype=np.float64)
         n, p = X.shape
         grow = _TreeGrower(n, p, self.max_features, self.min_samples_leaf)
+        draws = n if self.max_samples <= 0 else min(n, self.max_samples)  # scikit-learn's max_samples
         seeds = np.random.RandomState(_seed(rng))
         # Each tree's seed starts two streams, its bootstrap draw's and the tree's own. Both come from
         # one RandomState re-seeded in place, which is the state a new RandomState(seed) has: building
@@ -604,7 +615,7 @@ class RandomForest(Surrogate):
             weight = None
             if self.bootstrap:
                 state.seed(seed)
-                weight = np.bincount(state.randint(0, n, n), minlength=n).astype(np.float64)
+                weight = np.bincount(state.randint(0, n, draws), minlength=n).astype(np.float64)
             state.seed(seed)
             self._trees.append(grow(X, target, weight, state))
             if self.refit_growth > 0:  # kept for refreshing the leaf values

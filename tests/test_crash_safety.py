@@ -5,6 +5,7 @@ The kill points are chosen by watching the store (after k stored runs), never by
 runs are compared with each other, never with pinned numbers.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -174,6 +175,34 @@ def test_damaged_runs_are_redone_and_never_read(evaluated, capsys):
     assert all(check_run(run) is None for run in runs)
     assert (out / "eval" / "results.csv").read_bytes() == results
     assert (out / "eval" / "table.md").read_bytes() == table
+
+
+def test_a_run_made_by_another_configuration_under_the_same_name_is_redone(evaluated, capsys, monkeypatch):
+    """A stored run is the design that made it: when a preset's configuration changes (a new version of
+    the code) its runs are redone with a line saying so, never read as the new design's; runs whose
+    configuration only lacks a hyperparameter added since, at its default, are kept."""
+    from dataclasses import replace
+
+    from metaopt.spaces import presets
+
+    study, out = evaluated
+    summary = next(out.glob("eval/runs/rs/*/seed-*/summary.json"))  # as if made before a hyperparameter existed
+    record = json.loads(summary.read_text())
+    assert record["config"].pop("initial_design_per_dim") == 0
+    summary.write_text(json.dumps(record, indent=1) + "\n")
+    capsys.readouterr()
+    assert main(["evaluate", str(study), "--quiet"]) == 0
+    assert "8 runs, 8 already done" in capsys.readouterr().out
+
+    rs = presets.PRESETS["rs"]
+    monkeypatch.setitem(presets.PRESETS, "rs", replace(rs, make=lambda fidelity: {**rs.make(fidelity), "mu": 2}))
+    results = (out / "eval" / "results.csv").read_bytes()
+    assert main(["evaluate", str(study), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "8 runs, 4 already done" in printed
+    stale = [line for line in printed.splitlines() if "was made by another configuration" in line]
+    assert len(stale) == 4 and all(line.startswith("evaluation: run rs on ") for line in stale)
+    assert (out / "eval" / "results.csv").read_bytes() != results
 
 
 def test_a_summary_without_a_trace_digest_is_not_a_finished_run(evaluated):

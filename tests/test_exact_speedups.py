@@ -113,6 +113,26 @@ def test_random_forest_equals_scikit_learn_forest(n, p):
     np.testing.assert_array_equal(std, per_tree.std(axis=0))
 
 
+@pytest.mark.parametrize("n, max_samples", [(40, 25), (300, 100), (30, 500)])
+def test_random_forest_with_max_samples_equals_scikit_learn_forest(n, max_samples):
+    """rf_max_samples M is scikit-learn's max_samples (min(n, M) bootstrap draws per tree); at or below
+    n = M the forest is the one without it."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    data = np.random.default_rng(n)
+    F, y, query = data.random((n, 6)), data.normal(size=n), data.random((200, 6))
+    model = RandomForest(rf_n_trees=10, rf_max_features=1.0, rf_max_samples=max_samples)
+    mean, std = model.fit(F, y, np.random.default_rng(3)).predict(query)
+    seed = int(np.random.default_rng(3).integers(2**31 - 1))
+    forest = RandomForestRegressor(n_estimators=10, max_features=1.0, max_samples=min(n, max_samples),
+                                   random_state=seed, n_jobs=1).fit(F, y)
+    per_tree = np.stack([tree.predict(query.astype(np.float32)) for tree in forest.estimators_])
+    np.testing.assert_array_equal(mean, per_tree.mean(axis=0))
+    np.testing.assert_array_equal(std, per_tree.std(axis=0))
+    unbounded = RandomForest(rf_n_trees=10, rf_max_features=1.0).fit(F, y, np.random.default_rng(3)).predict(query)
+    assert (np.array_equal(mean, unbounded[0]) and np.array_equal(std, unbounded[1])) == (n <= max_samples)
+
+
 def test_tree_grower_falls_back_to_the_estimator_with_the_same_trees(monkeypatch):
     """Without scikit-learn's private builder (another version) the estimator grows each tree: the
     same forest, and it is not the private path that answered."""

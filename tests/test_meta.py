@@ -728,6 +728,26 @@ def test_a_known_design_the_search_dropped_is_a_candidate_through_the_seeds_base
     assert best == "dropped" and mean == pytest.approx(0.1)
 
 
+def test_a_hyperparameter_added_at_its_neutral_default_keeps_every_designs_hash():
+    """A design written to an archive before a hyperparameter existed and the same design completed in
+    today's space (the new hyperparameter at its default) are one design: the same hash, so stored runs
+    are found and a preset is still its known design; any other value is another design."""
+    from metaopt.spaces.design_space import design_space, validate
+    from metaopt.spaces.presets import get_preset
+    from metaopt.store.meta_archive import HASH_NEUTRAL_DEFAULTS
+
+    space = design_space()
+    for name, value in HASH_NEUTRAL_DEFAULTS.items():
+        assert space[name].default_value == value, name
+    gamma = validate({"surrogate": "rf", "rf_n_trees": 10})
+    assert gamma["rf_max_samples"] == 0
+    before = {k: v for k, v in gamma.items() if k not in HASH_NEUTRAL_DEFAULTS}
+    assert gamma_hash(gamma) == gamma_hash(before)
+    assert gamma_hash({**gamma, "rf_max_samples": 500}) != gamma_hash(gamma)
+    cfo_then_rf = validate(get_preset("cfo_then_rf").config(None))
+    assert gamma_hash(cfo_then_rf) == gamma_hash({k: v for k, v in cfo_then_rf.items() if k != "rf_max_samples"})
+
+
 def test_a_finished_search_is_restored_from_its_meta_archive_without_replaying(tmp_path, capsys):
     """export-meta carries the search's trials logs: a finished search continued from its archive on
     another machine gets the same trials log, archive and gamma* byte for byte, and SMAC proposes

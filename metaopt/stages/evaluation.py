@@ -40,8 +40,9 @@ from metaopt.engine.trace import stopped_early
 from metaopt.core.references import Reference
 from metaopt.spaces.design_space import validate, without_stopping
 from metaopt.spaces.resolve import optimizer_name, resolve_optimizer
+from metaopt.store.meta_archive import gamma_hash
 from metaopt.store.run_io import (UNFINISHED, DamagedRun, RunResult, check_run, clear_failure, discard_summary,
-                                  has_failed, read_run, write_failure, write_run)
+                                  has_failed, read_run, stored_config, write_failure, write_run)
 from metaopt.store.store import EvalFiles, StudyStore
 from metaopt.store.study_spec import clock_run_name
 from metaopt.core.store_utils import atomic_write_bytes, atomic_write_text
@@ -135,6 +136,9 @@ def resolve_optimizers(names: list[Any], bench: Benchmark, gamma_stars: Mapping[
 
 
 MAX_DAMAGE_LINES = 20
+STALE = ("was made by another configuration under this name (the preset, the design file or the study changed "
+         "since)")
+"""Why a finished, intact stored run is redone: its configuration is not the one its optimizer now names."""
 """Damaged runs named one per line before the rest are counted in one line (e.g. a store from
 before trace digests, where every run is redone)."""
 
@@ -252,25 +256,45 @@ def _same_runs(todo: list[RunSpec]) -> list[list[RunSpec]]:
 def _runs_to_do(store: StudyStore, specs: list[RunSpec]) -> list[RunSpec]:
     """Called before the runs start: the specs without a finished, intact run in the store.
 
-    A damaged run (see :func:`metaopt.store.run_io.check_run`) gets one line saying so and loses its
+    A damaged run (see :func:`metaopt.store.run_io.check_run`), or a stale one (made by another
+    configuration than the optimizer's today, :data:`STALE`), gets one line saying so and loses its
     summary, so that nothing reads it before it is redone.
     """
     todo, damaged = [], 0
+    designs: dict[str, str] = {}  # optimizer -> the hash of its configuration
     for spec in specs:
         folder = store.eval_run_dir(spec.optimizer, spec.instance, spec.seed)
         problem = check_run(folder)
+        if problem is None and spec.config is not None and not _same_design(stored_config(folder), spec, designs):
+            problem = STALE
         if problem is None:
             continue
         if problem != UNFINISHED:
             damaged += 1
             if damaged <= MAX_DAMAGE_LINES:
-                print(f"evaluation: run {spec.optimizer} on {spec.instance} seed {spec.seed} is damaged ({problem}); "
-                      "it is redone")
+                why = STALE if problem == STALE else f"is damaged ({problem})"
+                print(f"evaluation: run {spec.optimizer} on {spec.instance} seed {spec.seed} {why}; it is redone")
             discard_summary(folder)
         todo.append(spec)
     if damaged > MAX_DAMAGE_LINES:
-        print(f"evaluation: ... and {damaged - MAX_DAMAGE_LINES} more damaged runs are redone")
+        print(f"evaluation: ... and {damaged - MAX_DAMAGE_LINES} more damaged or stale runs are redone")
     return todo
+
+
+def _same_design(stored: Any, spec: RunSpec, designs: dict[str, str]) -> bool:
+    """Whether a stored run's configuration (its summary's ``config``) is the design ``spec`` runs: equal
+    once both are completed with today's defaults (a hyperparameter added since the run was made, at its
+    default, is the same design). ``designs`` caches each optimizer's hash."""
+    if spec.optimizer not in designs:
+        designs[spec.optimizer] = gamma_hash(validate(spec.config or {}))
+    if not isinstance(stored, dict):
+        return False
+    if gamma_hash(stored) == designs[spec.optimizer]:
+        return True
+    try:
+        return gamma_hash(validate(stored)) == designs[spec.optimizer]
+    except UsageError:  # a hyperparameter or value the design space no longer has
+        return False
 
 
 def write_clock_curves(files: EvalFiles, results: list[tuple[dict, Any]], caption: str) -> pd.DataFrame:

@@ -52,9 +52,19 @@ CRASH_OBJECTIVE = 10.0
 """Meta-objective of an inner run that raised (normalized regret of a run is ~1 for a median random config)."""
 
 
+HASH_NEUTRAL_DEFAULTS: dict[str, Any] = {"rf_max_samples": 0}
+"""Design-space hyperparameters added after committed archives were written, each with its default, the
+value that means "as before the hyperparameter existed": :func:`gamma_hash` leaves a hyperparameter at
+that value out, so a design keeps the identity it had in those archives (its stored runs are found, a
+preset is still recognized as the known design it is). Only for hyperparameters added from now on: one
+added earlier is part of the hashes written since, and leaving it out would change those.
+tests/test_meta.py checks each value against the design space's default."""
+
+
 def gamma_hash(gamma: dict[str, Any]) -> str:
-    """A short stable identifier of a configuration γ."""
-    return hashlib.sha1(json.dumps(gamma, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    """A short stable identifier of a configuration γ (:data:`HASH_NEUTRAL_DEFAULTS` left out)."""
+    identity = {k: v for k, v in gamma.items() if k not in HASH_NEUTRAL_DEFAULTS or v != HASH_NEUTRAL_DEFAULTS[k]}
+    return hashlib.sha1(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 INNER_SUMMARY_FIELDS = ("final_loss", "normalized_regret", "budget_used", "cost_used", "n_evals", "stop_reason",

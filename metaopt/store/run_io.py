@@ -122,6 +122,13 @@ def has_failed(directory: Path) -> bool:
     return failed_file(directory).exists()
 
 
+def stored_config(directory: Path) -> Any:
+    """The ``config`` in the summary of the run in ``directory`` (None if it has none); called after
+    :func:`check_run` found the run finished and intact."""
+    summary = json.loads(summary_file(Path(directory)).read_text())
+    return summary.get("config") if isinstance(summary, dict) else None
+
+
 def discard_summary(directory: Path) -> None:
     """Called on a damaged run before it is redone: its summary goes, so that nothing reads it as finished."""
     summary_file(directory).unlink(missing_ok=True)
