@@ -85,12 +85,6 @@ def _gp_bo(fidelity: Fidelity) -> dict[str, Any]:
     return {**_bo("gp", rho=0.0)(fidelity), "gp_lbfgs_iterations": 1}
 
 
-RF_MAX_SAMPLES = 500
-"""The bootstrap size of the forests of smac_like and metaopt_lcbench (``rf_max_samples``), as the GP's
-500 points: without it a run regrows ten trees on the whole archive after every evaluation, and its
-time grows with the square of the budget (docs/benchmarks.md, the scaling section)."""
-
-
 def _smac_like(fidelity: Fidelity) -> dict[str, Any]:
     """The point of the design space closest to SMAC's HPO facade (SMAC 2.4): full fidelity, one point
     per batch; a random forest of 10 trees on all features with leaves of 1 and bootstrap, fitted on
@@ -103,10 +97,10 @@ def _smac_like(fidelity: Fidelity) -> dict[str, Any]:
     instances and no better at 30·d (studies/initial_design_*.yaml), so the preset leaves it out.
     SMAC's forest splits also on instance features and imputes inactive values differently. The proposal
     (:data:`~metaopt.components.hybrid_proposals.SMAC_MODEL`) is also ``filter_then_rf``'s after its switch.
-    Unlike SMAC's, each tree's bootstrap sample has at most 500 draws (``rf_max_samples``, scikit-learn's
-    ``max_samples``): the same trees up to 500 evaluations (30·d on every benchmark here but nb301), and
-    past them a fit that no longer grows with the archive (studies/rf_max_samples_*.yaml)."""
-    return {"fidelity_schedule": "single", "mu": 1, **SMAC_MODEL, "rf_max_samples": RF_MAX_SAMPLES}
+    Like SMAC's, its trees are grown on bootstrap samples of the whole archive (``rf_max_samples`` 0): at
+    most 500 draws a tree would make long runs cheaper but ended worse on nb301 at 30·d, where smac_like
+    is the best design (studies/rf_max_samples_*.yaml)."""
+    return {"fidelity_schedule": "single", "mu": 1, **SMAC_MODEL}
 
 
 def _cfo_tuned(fidelity: Fidelity) -> dict[str, Any]:

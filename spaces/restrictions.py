@@ -69,11 +69,6 @@ surrogate fitted on the losses, the 50-tree forest, no initial design), so it st
 paper searched."""
 
 
-CFO_THEN_MODEL_DEFAULTS = ("rf_max_samples",)
-"""Hyperparameters added after the races in ``cfo_then_model`` ran (studies/*_cfo_race.yaml): left at their
-defaults, so the space stays the one those searches searched and their archives replay."""
-
-
 def _table4(name: str, rq: str, description: str, allowed: Mapping[str, tuple[str, ...]] | None = None,
             fixed: Mapping[str, Any] | None = None, tied: Mapping[str, str] | None = None) -> Restriction:
     """A restriction of the Table 4 space: its own choices on top of Table 4's."""
@@ -120,8 +115,7 @@ def _restrictions() -> dict[str, Restriction]:
                     "at full fidelity (the family of cfo_then_rf and metaopt_lcbench): when to switch, CFO's "
                     "rules, the surrogate, its target and acquisition, and the local search are searched",
                     fixed={"proposal": "cfo_then_filter", "fidelity_schedule": "single", "mu": 1,
-                           "stopping": "budget", "filter_method": "local_random"},
-                    defaults=CFO_THEN_MODEL_DEFAULTS),
+                           "stopping": "budget", "filter_method": "local_random"}),
     ]
     return {r.name: r for r in items}
 

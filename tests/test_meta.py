@@ -739,8 +739,8 @@ def test_a_hyperparameter_added_at_its_neutral_default_keeps_every_designs_hash(
     space = design_space()
     for name, value in HASH_NEUTRAL_DEFAULTS.items():
         assert space[name].default_value == value, name
-    gamma = validate({"surrogate": "rf", "rf_n_trees": 10})
-    assert gamma["rf_max_samples"] == 0
+    gamma = validate(get_preset("smac_like").config(None))
+    assert gamma["surrogate"] == "rf" and gamma["rf_max_samples"] == 0
     before = {k: v for k, v in gamma.items() if k not in HASH_NEUTRAL_DEFAULTS}
     assert gamma_hash(gamma) == gamma_hash(before)
     assert gamma_hash({**gamma, "rf_max_samples": 500}) != gamma_hash(gamma)
