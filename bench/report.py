@@ -201,8 +201,8 @@ OVERHEAD_NOTES: dict[str, str] = {
         "k = 4 the trees are still grown on the whole archive every 4 evaluations, CPU time 1.8 → 11.8 s from "
         "100d to 300d on lcbench/34539 (exponent 1.70). Since 2026-11-28 its trees are grown on at most 500 "
         "bootstrap draws (`rf_max_samples` 500, as smac_like): the same runs up to 500 evaluations (the 30d "
-        "rows), and the scaling table's exponent from 100d to 300d 1.02 (CPU time on lcbench/34539 at 300d "
-        "20 → 11 s); regret at 100d against the design before +0.0001 ± 0.0010 on 26 lcbench instances × 2 "
+        "rows), and the exponent from 100d to 300d 1.02 and 1.25 in two idle runs of the scaling section "
+        "(d02b08e, b4a2c0c; CPU time on lcbench/34539 at 300d 20 → 11 s); regret at 100d against the design before +0.0001 ± 0.0010 on 26 lcbench instances × 2 "
         "seeds (p = 0.89), +0.005 ± 0.008 on 10 rbv2_xgboost × 2 (p = 0.44); on nb301 at 30d, where its "
         "runs differ from the 501st evaluation on, +0.018 ± 0.011 over 5 seeds (p = 0.19), on a benchmark "
         "where it is not the design to use (smac_like 0.006) (`studies/rf_max_samples_*.yaml`)."),
