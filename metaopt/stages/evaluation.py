@@ -136,11 +136,11 @@ def resolve_optimizers(names: list[Any], bench: Benchmark, gamma_stars: Mapping[
 
 
 MAX_DAMAGE_LINES = 20
+"""Damaged runs named one per line before the rest are counted in one line (e.g. a store from
+before trace digests, where every run is redone)."""
 STALE = ("was made by another configuration under this name (the preset, the design file or the study changed "
          "since)")
 """Why a finished, intact stored run is redone: its configuration is not the one its optimizer now names."""
-"""Damaged runs named one per line before the rest are counted in one line (e.g. a store from
-before trace digests, where every run is redone)."""
 
 
 def evaluate(output: Path | StudyStore, bench: Benchmark, entries: list[OptimizerEntry], instances: list[str],
