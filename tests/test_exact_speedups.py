@@ -133,6 +133,26 @@ def test_random_forest_with_max_samples_equals_scikit_learn_forest(n, max_sample
     assert (np.array_equal(mean, unbounded[0]) and np.array_equal(std, unbounded[1])) == (n <= max_samples)
 
 
+def test_gp_cross_kernel_is_scikit_learns_bit_for_bit():
+    """The GP's cross-kernel, computed in place, is scikit-learn's Matern 5/2 times the constant to the
+    last bit; the predictions through L⁻¹ are its triangular solve's up to rounding."""
+    from scipy.linalg import solve_triangular
+    from sklearn.gaussian_process.kernels import ConstantKernel, Matern
+
+    from metaopt.components._gp import MaternGP, default_theta
+
+    data = np.random.default_rng(5)
+    X, y, candidates = data.random((60, 7)), data.normal(size=60), data.random((300, 7))
+    gp = MaternGP(X, y, default_theta(7), 1)
+    c, length_scale = np.exp(gp.theta[0]), np.exp(gp.theta[1:-1])
+    reference = (ConstantKernel(c) * Matern(length_scale=length_scale, nu=2.5))(candidates, X)
+    np.testing.assert_array_equal(gp.kernel(candidates, X), reference)
+    V = solve_triangular(gp.L, reference.T, lower=True)
+    variance = c + np.exp(gp.theta[-1]) - np.einsum("ij,ij->j", V, V)
+    np.testing.assert_allclose(gp.predict(candidates)[1], np.sqrt(np.maximum(variance, 0.0)) * gp.y_std,
+                               rtol=1e-10, atol=1e-12)
+
+
 def test_tree_grower_falls_back_to_the_estimator_with_the_same_trees(monkeypatch):
     """Without scikit-learn's private builder (another version) the estimator grows each tree: the
     same forest, and it is not the private path that answered."""
