@@ -512,6 +512,7 @@ RF_HPS = (
     Categorical("rf_bootstrap", [True, False], default=True),
     Float("rf_refit_growth", (0.0, 1.0), default=0.0),
     Integer("rf_max_samples", (0, 5000), default=0),
+    Integer("rf_max_samples_per_feature", (0, 200), default=0),
 )
 
 
@@ -548,12 +549,21 @@ class RandomForest(Surrogate):
     grows: without it, regrowing the trees on the whole archive after every evaluation makes a
     run's time grow with the square of its budget (docs/benchmarks.md, the scaling section). Up to
     n = M the trees are the same as without it.
+
+    Bootstrap size per feature (``rf_max_samples_per_feature`` k, with ``rf_bootstrap``): the same
+    cap as a multiple of the number of feature columns p, min(n, k·p) draws (with ``rf_max_samples``
+    too: the smaller cap). A run's budget is counted in multiples of the number of hyperparameters d
+    (30·d full evaluations), and every hyperparameter has at least one column (p > d: one per
+    numeric, one per category, one for the fidelity), so k = 30 leaves every run of up to 30·d
+    full evaluations the same on every benchmark (nb301's 1,020 evaluations at 30·d against
+    30 × 235 columns), where a fixed M acts earlier the more hyperparameters a problem has.
     """
 
     has_std = True
 
     def __init__(self, rf_n_trees: int = 50, rf_min_samples_leaf: int = 1, rf_max_features: float = 1 / 3,
-                 rf_bootstrap: bool = True, rf_refit_growth: float = 0.0, rf_max_samples: int = 0) -> None:
+                 rf_bootstrap: bool = True, rf_refit_growth: float = 0.0, rf_max_samples: int = 0,
+                 rf_max_samples_per_feature: int = 0) -> None:
         super().__init__()
         self.n_estimators = int(rf_n_trees)
         self.min_samples_leaf = int(rf_min_samples_leaf)
@@ -561,6 +571,7 @@ class RandomForest(Surrogate):
         self.bootstrap = bool(rf_bootstrap)
         self.refit_growth = float(rf_refit_growth)
         self.max_samples = int(rf_max_samples)
+        self.max_samples_per_feature = int(rf_max_samples_per_feature)
         self._grown_rows = 0
         """How many rows the trees were grown on (g > 0): the first rows of ``_summed``."""
         self._grown_weights: list[np.ndarray] = []
@@ -603,7 +614,7 @@ class RandomForest(Surrogate):
         target = np.ascontiguousarray(y.reshape(-1, 1), dtype=np.float64)
         n, p = X.shape
         grow = _TreeGrower(n, p, self.max_features, self.min_samples_leaf)
-        draws = n if self.max_samples <= 0 else min(n, self.max_samples)  # scikit-learn's max_samples
+        draws = self._draws(n, p)
         seeds = np.random.RandomState(_seed(rng))
         # Each tree's seed starts two streams, its bootstrap draw's and the tree's own. Both come from
         # one RandomState re-seeded in place, which is the state a new RandomState(seed) has: building
@@ -620,6 +631,12 @@ class RandomForest(Surrogate):
             self._trees.append(grow(X, target, weight, state))
             if self.refit_growth > 0:  # kept for refreshing the leaf values
                 self._grown_weights.append(np.ones(n) if weight is None else weight)
+
+    def _draws(self, n: int, p: int) -> int:
+        """Bootstrap draws a tree for n rows of p features: n, capped by ``rf_max_samples`` and
+        ``rf_max_samples_per_feature`` · p where set (scikit-learn's ``max_samples``)."""
+        caps = [cap for cap in (self.max_samples, self.max_samples_per_feature * p) if cap > 0]
+        return min([n, *caps])
 
     def _refresh_leaves(self, X: np.ndarray, y: np.ndarray) -> None:
         """Each tree's leaf values from all rows ``X``: the weighted mean loss of the rows in the leaf,

@@ -97,10 +97,13 @@ def _smac_like(fidelity: Fidelity) -> dict[str, Any]:
     instances and no better at 30·d (studies/initial_design_*.yaml), so the preset leaves it out.
     SMAC's forest splits also on instance features and imputes inactive values differently. The proposal
     (:data:`~metaopt.components.hybrid_proposals.SMAC_MODEL`) is also ``filter_then_rf``'s after its switch.
-    Like SMAC's, its trees are grown on bootstrap samples of the whole archive (``rf_max_samples`` 0): at
-    most 500 draws a tree would make long runs cheaper but ended worse on nb301 at 30·d, where smac_like
-    is the best design (studies/rf_max_samples_*.yaml)."""
-    return {"fidelity_schedule": "single", "mu": 1, **SMAC_MODEL}
+    Unlike SMAC's, its trees are grown on bootstrap samples of at most 30 draws per feature column
+    (``rf_max_samples_per_feature`` 30): the same runs as with SMAC's whole-archive bootstrap up to 30·d
+    on every benchmark, and past it fits that no longer grow with the archive
+    (studies/rf_samples_per_feature_*.yaml). A fixed 500 draws (``rf_max_samples``) acts within 30·d
+    where d is large, and ended worse on nb301, where smac_like is the best design
+    (studies/rf_max_samples_*.yaml)."""
+    return {"fidelity_schedule": "single", "mu": 1, **SMAC_MODEL, "rf_max_samples_per_feature": 30}
 
 
 def _cfo_tuned(fidelity: Fidelity) -> dict[str, Any]:

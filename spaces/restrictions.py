@@ -63,7 +63,7 @@ TABLE4_ALLOWED = {"fidelity_schedule": ("equal", "hb"), "proposal": ("sample_fil
                   "promotion": ("top",), "stopping": ("budget",)}
 TABLE4_FIXED = {"acquisition": "mean"}
 TABLE4_DEFAULTS = ("surrogate_target", "rf_n_trees", "rf_min_samples_leaf", "rf_max_features", "rf_bootstrap",
-                   "rf_refit_growth", "rf_max_samples", "initial_design_per_dim")
+                   "rf_refit_growth", "rf_max_samples", "rf_max_samples_per_feature", "initial_design_per_dim")
 """Hyperparameters added after the paper's Table 4: its space leaves them at their defaults (the
 surrogate fitted on the losses, the 50-tree forest, no initial design), so it stays the space the
 paper searched."""

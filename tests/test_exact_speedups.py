@@ -133,6 +133,25 @@ def test_random_forest_with_max_samples_equals_scikit_learn_forest(n, max_sample
     assert (np.array_equal(mean, unbounded[0]) and np.array_equal(std, unbounded[1])) == (n <= max_samples)
 
 
+@pytest.mark.parametrize("n, per_feature, max_samples", [(100, 5, 0), (100, 5, 20), (100, 20, 0), (20, 5, 0)])
+def test_random_forest_samples_per_feature_is_max_samples_of_that_many(n, per_feature, max_samples):
+    """rf_max_samples_per_feature k caps each tree's bootstrap at k·p draws (p features), the smaller of
+    the two caps when rf_max_samples is set too: the forest with rf_max_samples = min(n, M, k·p)."""
+    p = 6
+    data = np.random.default_rng(n)
+    F, y, query = data.random((n, p)), data.normal(size=n), data.random((200, p))
+    capped = RandomForest(rf_n_trees=10, rf_max_features=1.0, rf_max_samples=max_samples,
+                          rf_max_samples_per_feature=per_feature)
+    draws = min([n, per_feature * p, *([max_samples] if max_samples else [])])
+    same = RandomForest(rf_n_trees=10, rf_max_features=1.0, rf_max_samples=draws)
+    mean, std = capped.fit(F, y, np.random.default_rng(3)).predict(query)
+    expected = same.fit(F, y, np.random.default_rng(3)).predict(query)
+    np.testing.assert_array_equal(mean, expected[0])
+    np.testing.assert_array_equal(std, expected[1])
+    whole = RandomForest(rf_n_trees=10, rf_max_features=1.0).fit(F, y, np.random.default_rng(3)).predict(query)
+    assert np.array_equal(mean, whole[0]) == (draws == n)
+
+
 def test_gp_cross_kernel_is_scikit_learns_bit_for_bit():
     """The GP's cross-kernel, computed in place, is scikit-learn's Matern 5/2 times the constant to the
     last bit; the predictions through L⁻¹ are its triangular solve's up to rounding."""

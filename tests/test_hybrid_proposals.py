@@ -79,10 +79,13 @@ def test_filter_then_rf_is_wired_with_smac_models_proposal():
         assert _settings(getattr(late, part)) == _settings(getattr(smac, part))
     for part in ("surrogate", "acquisition"):
         assert type(getattr(late.scorer, part)) is type(getattr(smac.scorer, part))
-        assert _settings(getattr(late.scorer, part)) == _settings(getattr(smac.scorer, part))
+        ours, theirs = _settings(getattr(late.scorer, part)), _settings(getattr(smac.scorer, part))
+        if part == "surrogate":  # smac_like caps its bootstrap at 30 draws per feature; SMAC_MODEL does not
+            assert (ours.pop("max_samples_per_feature"), theirs.pop("max_samples_per_feature")) == ("0", "30")
+        assert ours == theirs
     assert (late.scorer.target, late.scorer.predict_at_max_fidelity) == (smac.scorer.target, True)
     assert get_preset("smac_like").config(bench.fidelity) == validate(
-        {"fidelity_schedule": "single", "mu": 1, **SMAC_MODEL})
+        {"fidelity_schedule": "single", "mu": 1, **SMAC_MODEL, "rf_max_samples_per_feature": 30})
 
 
 @pytest.mark.parametrize("switch_at", [0.3, 0.6])

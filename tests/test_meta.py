@@ -739,13 +739,14 @@ def test_a_hyperparameter_added_at_its_neutral_default_keeps_every_designs_hash(
     space = design_space()
     for name, value in HASH_NEUTRAL_DEFAULTS.items():
         assert space[name].default_value == value, name
-    gamma = validate(get_preset("smac_like").config(None))
-    assert gamma["surrogate"] == "rf" and gamma["rf_max_samples"] == 0
+    gamma = validate(get_preset("cfo_then_rf").config(None))
+    assert gamma["surrogate"] == "rf" and all(gamma[name] == value for name, value in HASH_NEUTRAL_DEFAULTS.items())
     before = {k: v for k, v in gamma.items() if k not in HASH_NEUTRAL_DEFAULTS}
     assert gamma_hash(gamma) == gamma_hash(before)
+    for name in HASH_NEUTRAL_DEFAULTS:  # each alone: a design from before only one of them existed
+        assert gamma_hash({k: v for k, v in gamma.items() if k != name}) == gamma_hash(gamma)
     assert gamma_hash({**gamma, "rf_max_samples": 500}) != gamma_hash(gamma)
-    cfo_then_rf = validate(get_preset("cfo_then_rf").config(None))
-    assert gamma_hash(cfo_then_rf) == gamma_hash({k: v for k, v in cfo_then_rf.items() if k != "rf_max_samples"})
+    assert gamma_hash({**gamma, "rf_max_samples_per_feature": 30}) != gamma_hash(gamma)
 
 
 def test_a_finished_search_is_restored_from_its_meta_archive_without_replaying(tmp_path, capsys):

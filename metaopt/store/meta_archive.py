@@ -52,7 +52,7 @@ CRASH_OBJECTIVE = 10.0
 """Meta-objective of an inner run that raised (normalized regret of a run is ~1 for a median random config)."""
 
 
-HASH_NEUTRAL_DEFAULTS: dict[str, Any] = {"rf_max_samples": 0}
+HASH_NEUTRAL_DEFAULTS: dict[str, Any] = {"rf_max_samples": 0, "rf_max_samples_per_feature": 0}
 """Design-space hyperparameters added after committed archives were written, each with its default, the
 value that means "as before the hyperparameter existed": :func:`gamma_hash` leaves a hyperparameter at
 that value out, so a design keeps the identity it had in those archives (its stored runs are found, a
