@@ -113,7 +113,18 @@ OVERHEAD_NOTES: dict[str, str] = {
         "regret at 30d: variant − bo_gp_ei at 10d / 30d of 30d runs +0.050 ± 0.008 (Wilcoxon p = 1.5e-7) / "
         "−0.011 ± 0.005 (p = 0.048) on 26 lcbench test instances × 3 seeds, +0.036 ± 0.041 (p = 0.064) / "
         "−0.023 ± 0.017 (p = 0.73) on 10 rbv2_xgboost × 3; in runs of 10d on lcbench (17 Sobol points) +0.0002 "
-        "± 0.005 (p = 1). Not a speed lever: bo_gp_ei is unchanged."),
+        "± 0.005 (p = 1). Not a speed lever: bo_gp_ei is unchanged. Since the evening of 2026-11-28 the "
+        "variance's V = L⁻¹K*ᵀ is one triangular matrix product (BLAS's trmm) with L⁻¹, formed once per fit, "
+        "instead of a triangular solve per prediction, and the cross-kernel is computed in place (the same "
+        "bits, tests/test_exact_speedups.py): one prediction of 4,000 candidates with 19 features 1.5× "
+        "faster at 100 points, 1.9× at 420 (one thread, alternating in one process). Not exact in "
+        "principle, but all 108 traces of `studies/gp_predict_*.yaml` (26 lcbench test instances × 3 seeds "
+        "and 10 rbv2_xgboost × 3, 30d) are byte for byte those of the commit before (a8d1196); CPU time of "
+        "one rbv2_xgboost run (instance 16, seed 1), the two versions alternating: 2.67 / 2.83 → 1.80 / "
+        "2.12 s. What is left there: the cross-kernel (scipy's cdist and the Matern's exp) about half of a "
+        "prediction. Three idle runs of the overhead and scaling sections that evening (the table above is "
+        "the third): run / limit at 30d 56×, 81×, 70× on lcbench and 107×, 105×, 99× on rbv2_xgboost (114× "
+        "that morning), growth exponent 100d → 300d 1.33, 1.26, 1.17."),
     "smashy_lcbench_hb": (
         "The kknn7 surrogate's neighbour query was most of this row: every batch scores the progressive "
         "filter's pool of n'·max(N_s⁰, N_s¹) candidates against the whole archive, so the run grew "
@@ -205,7 +216,11 @@ OVERHEAD_NOTES: dict[str, str] = {
         "(d02b08e, b4a2c0c; CPU time on lcbench/34539 at 300d 20 → 11 s); regret at 100d against the design before +0.0001 ± 0.0010 on 26 lcbench instances × 2 "
         "seeds (p = 0.89), +0.005 ± 0.008 on 10 rbv2_xgboost × 2 (p = 0.44); on nb301 at 30d, where its "
         "runs differ from the 501st evaluation on, +0.018 ± 0.011 over 5 seeds (p = 0.19), on a benchmark "
-        "where it is not the design to use (smac_like 0.006) (`studies/rf_max_samples_*.yaml`)."),
+        "where it is not the design to use (smac_like 0.006) (`studies/rf_max_samples_*.yaml`). Since the "
+        "evening of 2026-11-28 the cap is 30 draws per feature column instead (`rf_max_samples_per_feature` "
+        "30, as smac_like: 240 on lcbench), which leaves nb301's 30d runs as they were without a cap; at 100d "
+        "against the 500 draws −0.0008 ± 0.0012 on lcbench (p = 0.88), +0.0004 ± 0.0116 on rbv2_xgboost "
+        "(p = 0.44) (`studies/rf_samples_per_feature_*.yaml`)."),
     "smac_like": (
         "the same forest, candidates and local search as metaopt_lcbench, for the whole budget (one evaluation "
         "and one forest of 10 trees a batch, 2,000 random candidates, up to 10 local-search steps of 200 "
@@ -303,10 +318,23 @@ OVERHEAD_NOTES: dict[str, str] = {
         "(`studies/rf_max_samples_*.yaml`): at 100d +0.0003 ± 0.0008 on 26 lcbench instances × 2 seeds "
         "(Wilcoxon p = 0.93), −0.011 ± 0.018 on 10 rbv2_xgboost × 2 (p = 0.84); but on nb301 at 30d "
         "(1,020 evaluations, d = 34) +0.0066 ± 0.0054 over 5 seeds (p = 0.38; 0.0125 against 0.0059, "
-        "worse on 3 seeds), where smac_like is the best design we have. So smac_like keeps SMAC's "
-        "whole-archive bootstrap (and its growth exponent, about 1.8); metaopt_lcbench takes the cap. A cap "
-        "that scales with the number of hyperparameters (the budget's unit) would leave every run up to "
-        "30d alike on every benchmark; not built."),
+        "worse on 3 seeds), where smac_like is the best design we have. So smac_like kept SMAC's "
+        "whole-archive bootstrap (and its growth exponent, about 1.8) that morning. Since the evening of "
+        "2026-11-28 its trees are grown on at most 30 bootstrap draws per feature column "
+        "(`rf_max_samples_per_feature` 30; p columns, at least one per hyperparameter, so k·p ≥ 30·d and "
+        "every run up to 30d is the same as with the whole archive on every benchmark, nb301's 1,020 "
+        "evaluations against 30 × 235 columns included): 240 draws on lcbench, 570 on rbv2_xgboost. A fit at "
+        "the cap on 2,100 rows costs about what one on 240 distinct rows does (10 trees, 8 features: 12 ms "
+        "against 6 ms for the whole-archive bootstrap of 210 rows and 97 ms of 2,100; growing the trees on "
+        "the drawn rows alone instead of all rows with zero weights gave no measurable gain). At 100d, "
+        "against the whole archive (`studies/rf_samples_per_feature_*.yaml`): +0.0075 ± 0.0083 on 26 "
+        "lcbench instances × 2 seeds (Wilcoxon p = 0.37; worse on 16, better on 9), −0.017 ± 0.016 on 10 "
+        "rbv2_xgboost × 2 (p = 0.84); CPU time a run 11.7 → 8.9 s and 66 → 44 s. One run of lcbench/34539 "
+        "(seed 1, CPU time, idle machine): 100d 6.9 s, 300d 28.0 s, exponent 1.27 (with 50 draws per "
+        "feature 8.0 → 35.0 s, 1.35: k = 30 keeps the 30d runs whatever the problem, since p > d, and a "
+        "larger k misses 1.3). Three idle runs of the overhead and scaling sections that evening (the "
+        "tables above are the third): growth exponent 100d → 300d 1.04, 1.27, 1.26 (1.64 that morning); "
+        "run / limit at 30d unchanged, 271×, 203×, 193× on lcbench and 329×, 306×, 326× on rbv2_xgboost."),
     "rs": (
         "one evaluation per batch: its ratio is mostly the price of one benchmark call per evaluation "
         "(a YAHPO ONNX session run costs about a millisecond) against one batched call; every sequential "
