@@ -244,7 +244,8 @@ class MaternGP:
             self._L_inv, info = dtrtri(np.asfortranarray(self.L), lower=1)
             if info != 0:
                 raise np.linalg.LinAlgError(f"the Cholesky factor is singular (dtrtri info {info})")
-        V = dtrmm(1.0, self._L_inv, K_trans.T, side=0, lower=1)  # (n, m), column i is L⁻¹ k*_i; Kᵀ is not copied
+        # (n, m), column i is L⁻¹ k*_i; Kᵀ is already in the column order BLAS wants, so only the result is new
+        V = dtrmm(1.0, self._L_inv, K_trans.T, side=0, lower=1)
         variance = np.exp(self.theta[0]) + np.exp(self.theta[-1]) - np.einsum("ij,ij->j", V, V)
         variance = np.maximum(variance, 0.0) * self.y_std ** 2
         return self.y_std * mean + self.y_mean, np.sqrt(variance)
