@@ -243,7 +243,7 @@ def study_section(study: StudySpec, output: Path, evaluation: Evaluation | None,
         design.append(f"Meta-optimization: SMAC over {training}training instances, {meta.trials} trials "
                       f"per meta-seed, "
                       f"meta-seeds {meta.seeds}, design space {meta.restriction or 'full'}, "
-                      f"objective {meta.objective}.")
+                      f"objective {meta.objective_text()}.")
     ev = study.evaluation
     if evaluation is not None:
         runs = evaluation.runs

@@ -358,7 +358,8 @@ def search_inputs(ctx: StudyContext, restriction: str | None, references: dict[s
     assert meta is not None  # only studies with a search have arms
     setup = MetaSetup(ctx.bench.name, ctx.yahpo_data, replace(ctx.budget, max_evals=meta.max_evals), references,
                       restriction, meta.objective, tuple(meta.objective_budgets),
-                      meta.clock.workers if meta.clock else None, time_limits)
+                      meta.clock.workers if meta.clock else None, time_limits,
+                      meta.objective_transform, meta.objective_scale)
     space = get_restriction(restriction).space() if restriction else design_space()
     features = {i: [references[i].y_min, references[i].y_max] + ctx.bench.instance_features(i)
                 for i in ctx.meta_instances}
@@ -393,7 +394,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
         print(f"optimize: {search} over {len(ctx.meta_instances)} training instances of "
               f"{ctx.bench.name}, {meta.trials} trials x {len(meta.seeds)} meta-seeds in batches of {meta.batch_size}, "
               f"design space "
-              f"{restriction or 'full'} ({len(space)} parameters), objective {meta.objective}")
+              f"{restriction or 'full'} ({len(space)} parameters), objective {meta.objective_text()}")
         initial = known_designs(setup, space, ctx.initial_configs, presets=meta.initial_presets,
                                 found_by=ctx.study.spec.name)
         if initial:

@@ -175,6 +175,12 @@ class MetaSpec(_InstancesAndSeeds):
     restriction: str | list[str] | None = None
     objective: Literal["regret", "regret_at", "auc"] = "regret"
     objective_budgets: list[float] = Field(default=[1.0], min_length=1)
+    objective_transform: Literal["none", "asinh"] = "none"
+    """How each regret the meta-objective reads counts (:func:`metaopt.stages.meta_search.transformed`):
+    as it is, or asinh(regret / ``objective_scale``), logarithmic above the scale, so that a few
+    instances whose regret swings by tenths between seeds do not decide the mean over instances."""
+    objective_scale: float = Field(default=0.01, gt=0)
+    """The regret below which ``asinh`` counts regret linearly (about as it is, in units of the scale)."""
     trials: int = Field(default=100, ge=1)
     batch_size: int = Field(default=4, ge=1)
     """SMAC trials proposed together and run in parallel (independent of the worker count: see metaopt/stages/meta.py)."""
@@ -221,6 +227,16 @@ class MetaSpec(_InstancesAndSeeds):
     the search's wall time: a design that spends its budget in tens of thousands of low-fidelity
     evaluations, with proposal work that grows with each, could otherwise hold up a batch for hours.
     Stored runs the cap would have changed are run again (:func:`metaopt.store.meta_archive.same_under_cap`)."""
+
+    def objective_text(self) -> str:
+        """The meta-objective in words, for the optimize stage's log and the report: its kind, the
+        budget fractions it reads (``regret_at``) and its transform, if any."""
+        text = self.objective
+        if self.objective == "regret_at":
+            text += " " + ", ".join(f"{fraction:.3g}" for fraction in self.objective_budgets) + " of the budget"
+        if self.objective_transform == "asinh":
+            text += f", each regret counted as asinh(regret / {self.objective_scale:g})"
+        return text
 
     def archive_files(self, archive: str | None = None) -> dict[str | None, Path]:
         """The compact meta-archive of each meta-optimization, by restriction (as
