@@ -59,7 +59,7 @@ def replay_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any
     def replay(store: Any, patch: Any) -> tuple[list[dict[str, Any]], float, float]:
         """One search over the first `trials` with the archive and `store`'s runs as stored runs: its
         trial rows, wall and CPU seconds."""
-        cache = load_cache(store, archive, max_evals=setup.budget.max_evals)
+        cache = load_cache(store, archive, max_evals=setup.budget.max_evals, objective=setup.objective_tag)
         with mock.patch.object(meta_search, "fast_asks", patch), contextlib.redirect_stdout(io.StringIO()):
             started, cpu_before = time.perf_counter(), time.process_time()
             search = meta_search.SmacSearch(store, meta_seed, setup, cache, space, ctx.meta_instances, features,

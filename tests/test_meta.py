@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -615,9 +616,11 @@ def test_multi_fidelity_search_over_the_inner_budget(tmp_path):
     from metaopt.stages.meta import export_meta_runs
     from metaopt.store.meta_archive import load_cache, read_meta_runs
 
-    count = export_meta_runs(StudyStore(tmp_path / "mf"), tmp_path / "mf.jsonl.gz", max_evals=None)
+    count = export_meta_runs(StudyStore(tmp_path / "mf"), tmp_path / "mf.jsonl.gz", max_evals=None,
+                             objective=None)
     records = read_meta_runs(tmp_path / "mf.jsonl.gz")
-    assert count == len(records) == len(load_cache(StudyStore(tmp_path / "mf"), None, max_evals=None))
+    assert count == len(records) == len(load_cache(StudyStore(tmp_path / "mf"), None, max_evals=None,
+                                                                         objective=None))
     assert sum("inner_budget" in r for r in records) == len(list((out / "runs").glob("*@*/*/seed-*.json")))
 
 
@@ -845,3 +848,63 @@ def test_a_study_of_several_restrictions_continues_from_one_meta_archive_per_arm
     assert not (tmp_path / "other").exists()
     with pytest.raises(UsageError, match=f"one archive per arm: {first}, {second}"):
         read_meta_runs(archive)
+
+
+def test_an_asinh_objective_counts_each_regret_read_by_its_order_of_magnitude():
+    trace = pd.DataFrame({"budget_used": [1.0, 2.0, 4.0], "normalized_regret": [0.8, -0.05, -0.05]})
+    budget = Budget(4.0)
+    plain = meta_objective("regret_at", trace, budget, [0.25, 1.0])
+    assert plain == pytest.approx((0.8 - 0.05) / 2)
+    counted = meta_objective("regret_at", trace, budget, [0.25, 1.0], "asinh", 0.01)
+    assert counted == pytest.approx((np.arcsinh(80.0) + np.arcsinh(-5.0)) / 2)  # the sign is kept
+    # 'none' is the objective as it always was, bit for bit
+    assert meta_objective("regret_at", trace, budget, [0.25, 1.0], "none", 0.01) == plain
+    # a swing of 0.3 on one instance weighs less than a halving of regret on every one of eight
+    swing = np.arcsinh(0.4 / 0.01) - np.arcsinh(0.1 / 0.01)
+    halving = 8 * (np.arcsinh(0.02 / 0.01) - np.arcsinh(0.01 / 0.01))
+    assert swing < halving and 0.3 > 8 * 0.01
+
+
+def test_a_search_with_an_asinh_objective_stores_its_runs_apart_from_plain_regrets(tmp_path):
+    """The same inner runs with ``objective: regret`` counted as they are and as asinh(regret / 0.05):
+    each objective is the transform of the other, and neither search takes the other's stored runs,
+    nor its exported archive's, for its own."""
+    plain = write(tmp_path, "p", trials=4, seeds="[1]")
+    text = plain.read_text().replace("  trials: 4", "  trials: 4\n  objective_transform: asinh\n  objective_scale: 0.05")
+    counted = tmp_path / "q.yaml"
+    counted.write_text(text.replace(f"output: {tmp_path / 'p'}", f"output: {tmp_path / 'q'}"))
+    assert main(["optimize", str(plain), "--quiet"]) == 0
+    first = log(tmp_path / "p", 1).iloc[0]
+    # the run store of the plain search, under the other objective: none of its runs is reused
+    import shutil
+    shutil.copytree(tmp_path / "p" / "meta" / "runs", tmp_path / "q" / "meta" / "runs")
+    assert main(["optimize", str(counted), "--quiet"]) == 0
+    second = log(tmp_path / "q", 1)
+    assert not second["cached"].any()
+    assert second.iloc[0]["hash"] == first["hash"] and second.iloc[0]["instance"] == first["instance"]
+    assert second.iloc[0]["objective"] == pytest.approx(np.arcsinh(first["objective"] / 0.05), rel=1e-12)
+    record = json.loads(StudyStore(tmp_path / "q").meta_run_file(*record_key(second.iloc[0].to_dict())).read_text())
+    assert record["objective_transform"] == "asinh/0.05"
+    assert "objective_transform" not in json.loads(
+        StudyStore(tmp_path / "p").meta_run_file(*record_key(first.to_dict())).read_text())
+    # the exported archive keeps the tag: a search from it alone replays every run
+    assert main(["study", "export-meta", str(tmp_path / "q"), "--out", str(tmp_path / "q.jsonl.gz")]) == 0
+    assert all(r["objective_transform"] == "asinh/0.05" for r in read_meta_runs(tmp_path / "q.jsonl.gz"))
+    again = tmp_path / "r.yaml"
+    again.write_text(counted.read_text().replace(f"output: {tmp_path / 'q'}", f"output: {tmp_path / 'r'}")
+                     .replace("  seeds: [1]\n", f"  seeds: [1]\n  archive: {tmp_path / 'q.jsonl.gz'}\n", 1))
+    assert main(["optimize", str(again), "--quiet"]) == 0
+    assert results(tmp_path / "r") == results(tmp_path / "q")
+    # and the plain search refuses the asinh archive's runs as its own: it makes its own search again
+    plain.write_text(plain.read_text().replace("  seeds: [1]\n", f"  seeds: [1]\n  archive: {tmp_path / 'q.jsonl.gz'}\n", 1)
+                     .replace(f"output: {tmp_path / 'p'}", f"output: {tmp_path / 's'}"))
+    assert main(["optimize", str(plain), "--quiet"]) == 0
+    assert results(tmp_path / "s") == results(tmp_path / "p")
+
+
+@pytest.mark.parametrize("field, value", [("objective_transform", "log"), ("objective_scale", 0)])
+def test_a_bad_objective_transform_is_refused_naming_its_field(tmp_path, field, value):
+    path = tmp_path / "bad.yaml"
+    path.write_text(STUDY.format(trials=4, out=tmp_path / "bad").replace("  trials: 4", f"  trials: 4\n  {field}: {value}"))
+    with pytest.raises(UsageError, match=f"field 'meta.{field}'"):
+        load_study(path)

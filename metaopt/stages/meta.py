@@ -73,7 +73,7 @@ from tqdm import tqdm
 
 from metaopt.core.errors import UsageError
 from metaopt.core.executor import Executor
-from metaopt.store.meta_archive import (CRASH_OBJECTIVE, INNER_SUMMARY_FIELDS, META_ARM, META_CLOCK, TRIALS_LOG, LogId, choose_gamma_star, gamma_hash,
+from metaopt.store.meta_archive import (CRASH_OBJECTIVE, INNER_SUMMARY_FIELDS, META_ARM, META_CLOCK, OBJECTIVE_TRANSFORM, TRIALS_LOG, LogId, choose_gamma_star, gamma_hash,
                                         load_cache, meta_archive, read_archived_trials, read_trials_log, search_means,
                                         selection_pool, trials_log_line)
 from metaopt.stages.meta_search import (Batch, Key, ListSearch, MetaSetup, MultiFidelitySmacSearch, RandomSearch, Search,
@@ -139,7 +139,8 @@ ARCHIVE_SUMMARY_FIELDS = (*INNER_SUMMARY_FIELDS, "wall_time_s", "cpu_time_s")
 
 
 def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = None,
-                     clock: dict[str, Any] | None = None, arm: str | None = None, *, max_evals: int | None) -> int:
+                     clock: dict[str, Any] | None = None, arm: str | None = None, *, max_evals: int | None,
+                     objective: str | None) -> int:
     """Write every finished inner run of ``store``'s meta-optimization to ``out`` (gzipped JSON lines,
     one record each, in key order: γ, instance, seed, objective and the summary fields of
     :data:`ARCHIVE_SUMMARY_FIELDS`), with those of the meta-archive the search continued from
@@ -153,14 +154,16 @@ def export_meta_runs(store: StudyStore, out: Path, archive_file: Path | None = N
     a search off the clock. ``arm``: the restriction of an arm of a study that meta-optimizes a list of
     restrictions (``store`` is that arm's), written next (:data:`~metaopt.store.meta_archive.META_ARM`)
     so that only that arm's search reads the archive (:func:`~metaopt.store.meta_archive.check_archived_arm`).
-    ``max_evals``: the study's ``meta.max_evals``, so that the runs it stopped are exported with the rest."""
-    cache = load_cache(store, archive_file, max_evals=max_evals)
+    ``max_evals``: the study's ``meta.max_evals``, so that the runs it stopped are exported with the rest;
+    ``objective``: the study's :func:`~metaopt.store.meta_archive.objective_tag`, the runs it counts."""
+    cache = load_cache(store, archive_file, max_evals=max_evals, objective=objective)
     if not cache:
         return 0
     lines = []
     for key in sorted(cache):
         record = cache[key]
-        compact: dict[str, Any] = {k: record[k] for k in ("hash", "gamma", "instance", "seed", "status", "objective", "inner_budget")
+        compact: dict[str, Any] = {k: record[k] for k in ("hash", "gamma", "instance", "seed", "status", "objective",
+                                                       OBJECTIVE_TRANSFORM, "inner_budget")
                    if k in record}
         compact["summary"] = {k: v for k, v in record.get("summary", {}).items() if k in ARCHIVE_SUMMARY_FIELDS}
         lines.append(json.dumps(jsonable(compact)))  # γ's key order as stored: it is the archive's column order
@@ -216,7 +219,7 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     """
     store = output if isinstance(output, StudyStore) else StudyStore(output)
     store.meta_dir.mkdir(parents=True, exist_ok=True)
-    cache = load_cache(store, archive_file, max_evals=setup.budget.max_evals)
+    cache = load_cache(store, archive_file, max_evals=setup.budget.max_evals, objective=setup.objective_tag)
     finished: dict[int, list[dict[str, Any]]] = {}
     searches: list[Search] = []
     restored = _restore_trials_logs(store, archive_file, cache)

@@ -35,7 +35,8 @@ from tqdm import tqdm
 
 from metaopt.core.budget import Budget
 from metaopt.core.executor import Executor
-from metaopt.store.meta_archive import CRASH_OBJECTIVE, Key, record_key, run_name, trials_log_line
+from metaopt.store.meta_archive import (CRASH_OBJECTIVE, OBJECTIVE_TRANSFORM, Key, objective_tag, record_key,
+                                       run_name, trials_log_line)
 from metaopt.core.references import Reference
 from metaopt.store.run_io import jsonable
 from metaopt.core.smac_utils import (bound_forest_leaves, fast_asks, quiet_smac_logging,
@@ -142,6 +143,11 @@ class MetaSetup:
     objective_scale: float = 0.01
     """``meta.objective_scale``: the scale of the ``asinh`` transform."""
 
+    @property
+    def objective_tag(self) -> str | None:
+        """What each run record stores of the transform (:func:`~metaopt.store.meta_archive.objective_tag`)."""
+        return objective_tag(self.objective_transform, self.objective_scale)
+
 
 def complete_gamma(setup: MetaSetup, config: dict[str, Any]) -> dict[str, Any]:
     """The full design-space configuration γ of a configuration of the searched space (completed by
@@ -184,6 +190,8 @@ def run_trial(setup: MetaSetup, gamma: dict[str, Any], instance: str, seed: int,
                                      fractions, *how) if time_limit is not None
                      else meta_objective(setup.objective, outcome.result.trace, budget, fractions, *how))
         record.update(status="ok", summary=summary, objective=objective)
+        if setup.objective_tag is not None:  # plain regret's records stay as they always were
+            record[OBJECTIVE_TRANSFORM] = setup.objective_tag
     else:
         record.update(status="failed", objective=CRASH_OBJECTIVE, traceback=outcome.error)
     return record

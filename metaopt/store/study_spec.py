@@ -231,7 +231,7 @@ class MetaSpec(_InstancesAndSeeds):
     def objective_text(self) -> str:
         """The meta-objective in words, for the optimize stage's log and the report: its kind, the
         budget fractions it reads (``regret_at``) and its transform, if any."""
-        text = self.objective
+        text: str = self.objective
         if self.objective == "regret_at":
             text += " " + ", ".join(f"{fraction:.3g}" for fraction in self.objective_budgets) + " of the budget"
         if self.objective_transform == "asinh":
