@@ -24,19 +24,53 @@ MIN_COST = 1e-9
 
 
 class _RidgeLogLinear(Surrogate):
-    """Ridge regression (α = 1 on the standardized features): few effective parameters, low variance."""
+    """Ridge regression (α = 1, with an intercept): few effective parameters, low variance.
+
+    Exactly scikit-learn's ``Ridge(alpha=1.0).fit(F, y)`` and its ``predict`` (the same numbers, bit
+    for bit: tests/test_exact_speedups.py), computed by the steps its Cholesky solver takes for dense
+    inputs without its input validation and dispatch, which were most of a fit and predict (about
+    1.1 ms against 0.06 ms on 150 points): cost-aware promotion refits the model before every decision,
+    some 190 times in a 30·d run. The steps: centre the features and the target on their means; solve
+    (XᵀX + αI) w = Xᵀy by Cholesky (the primal), or, with more features than points, (XXᵀ + αI) c = y
+    and w = Xᵀc (the dual); the intercept is mean(y) − mean(X)·w.
+    """
 
     min_points = 3
+    alpha = 1.0
 
     def _fit(self, F: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
-        from sklearn.linear_model import Ridge
+        from scipy import linalg
 
-        self._model = Ridge(alpha=1.0).fit(F, y)
-        residual = y - self._model.predict(F)
+        X = np.array(F, dtype=np.float64)  # a copy, centred in place as scikit-learn's _preprocess_data does
+        target = np.array(y, dtype=np.float64)
+        X_offset = np.average(X, axis=0)
+        X -= X_offset
+        y_offset = np.average(target, axis=0)
+        target -= y_offset
+        n, p = X.shape
+        column = target.reshape(-1, 1)
+        if p > n:  # scikit-learn's _solve_cholesky_kernel
+            K = X @ X.T
+            K.flat[:: n + 1] += self.alpha
+            coef = (X.T @ linalg.solve(K, column, assume_a="pos", overwrite_a=False)).T
+        else:  # scikit-learn's _solve_cholesky
+            A = X.T @ X
+            Xy = X.T @ column
+            A.flat[:: p + 1] += self.alpha
+            coef = linalg.solve(A, Xy, assume_a="pos", overwrite_a=True).T
+        self._coef = coef.ravel()
+        self._intercept = y_offset - X_offset @ self._coef
+        residual = y - self._predict_mean(F)
         self._residual_std = float(residual.std())
 
+    def _predict_mean(self, F: np.ndarray) -> np.ndarray:
+        X = np.asarray(F, dtype=np.float64)
+        if not np.isfinite(X).all():  # scikit-learn's predict refuses them; the surrogate falls back
+            raise ValueError("features must be finite")
+        return X @ self._coef + self._intercept
+
     def _predict(self, F: np.ndarray) -> Prediction:
-        return self._model.predict(F), np.full(len(F), self._residual_std)
+        return self._predict_mean(F), np.full(len(F), self._residual_std)
 
 
 @category_base("cost_models")

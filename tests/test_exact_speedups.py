@@ -172,6 +172,29 @@ def test_gp_cross_kernel_is_scikit_learns_bit_for_bit():
                                rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("n, p", [(3, 9), (8, 20), (40, 9), (150, 9), (300, 24)])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_log_linear_cost_model_is_scikit_learns_ridge_bit_for_bit(n, p, order):
+    """The cost model's ridge regression (the primal solve, and the dual one with more features than
+    points) predicts what ``Ridge(alpha=1.0)`` predicts, bit for bit, with a constant column and
+    columns of very different scales, and has the same residual spread."""
+    from sklearn.linear_model import Ridge
+
+    from metaopt.components.cost_models import _RidgeLogLinear
+
+    rng = np.random.default_rng(n * 100 + p)
+    X = np.asarray(rng.random((n, p)) * rng.choice([0.01, 1.0, 30.0], p), order=order)
+    X[:, 1] = 0.5
+    y = rng.normal(size=n) * 2.0
+    candidates = rng.random((257, p))
+    theirs = Ridge(alpha=1.0).fit(X, y)
+    ours = _RidgeLogLinear()
+    ours._fit(X, y, rng)  # what the surrogate's fit hands the regressor (and scikit-learn's Ridge before)
+    mean, spread = ours._predict(candidates)
+    assert np.array_equal(mean, theirs.predict(candidates))
+    assert np.all(spread == float((y - theirs.predict(X)).std()))
+
+
 def test_tree_grower_falls_back_to_the_estimator_with_the_same_trees(monkeypatch):
     """Without scikit-learn's private builder (another version) the estimator grows each tree: the
     same forest, and it is not the private path that answered."""
