@@ -394,6 +394,20 @@ def _surrogate_scores(archive: pd.DataFrame, configs: pd.DataFrame, space) -> pd
     return pd.Series(mean, index=configs.index)
 
 
+def shared_settings(configs: pd.DataFrame) -> list[str]:
+    """``name = value`` for each column of ``configs`` (configurations as rows, NaN where a parameter is
+    inactive) that has one value wherever it is active, for the beeswarm's caption; a parameter active
+    in only some of the rows says in how many ("(the 3 that use it)"): a forest's settings among GP
+    designs would otherwise read as settings of every design shown. Columns never active are left out."""
+    shared = []
+    for name in configs.columns:
+        active = configs[name].dropna()
+        if len(active):
+            shared.append(f"{name} = {fmt(active.iloc[0])}"
+                          + ("" if len(active) == len(configs) else f" (the {len(active)} that use it)"))
+    return shared
+
+
 def meta_section(study: StudySpec, output: Path, evaluation: Evaluation | None) -> Section | None:
     """γ* (Table 5 style) and the beeswarm of the meta-archive's top configurations (Fig. 1)."""
     from metaopt.spaces.design_space import design_space
@@ -416,8 +430,7 @@ def meta_section(study: StudySpec, output: Path, evaluation: Evaluation | None) 
         k = min(80, max(10, len(configs) // 5))
         top = configs.loc[scores.sort_values(kind="stable").index[:k]]
         varied = [p for p in top.columns if p in space and top[p].dropna().astype(str).nunique() > 1]
-        fixed = [f"{p} = {fmt(top[p].dropna().iloc[0])}" for p in top.columns
-                 if p in space and p not in varied and top[p].notna().any()]
+        fixed = shared_settings(top[[p for p in top.columns if p in space and p not in varied]])
         caption = (f"Top {len(top)} of {len(configs)} configurations of the meta-archive ({len(archive)} SMAC trials "
                    f"on {archive['instance'].nunique()} training instances, {archive['meta_seed'].nunique()} "
                    f"meta-seeds), ranked by a random forest's predicted mean objective over all training instances; "

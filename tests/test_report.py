@@ -245,3 +245,11 @@ def test_report_never_imports_a_python_benchmark(output, tmp_path, monkeypatch):
     (output / "study.yaml").write_text(study)
     build(output)
     assert not (tmp_path / "imported").exists()
+
+
+def test_shared_settings_say_how_many_configurations_use_a_parameter():
+    from metaopt.analysis.report import shared_settings
+
+    configs = pd.DataFrame({"surrogate": ["gp", "gp", "gp"], "rf_n_trees": [np.nan, 43.0, np.nan],
+                            "lcb_kappa": [np.nan, np.nan, np.nan]})
+    assert shared_settings(configs) == ["surrogate = gp", "rf_n_trees = 43 (the 1 that use it)"]
