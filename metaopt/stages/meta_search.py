@@ -68,7 +68,7 @@ def transformed(values: np.ndarray, transform: str, scale: float) -> np.ndarray:
 
 
 def meta_objective(kind: str, trace: pd.DataFrame, budget: Budget, fractions: list[float],
-                   transform: str = "none", scale: float = 1.0) -> float:
+                   transform: str = "none", scale: float = 0.01) -> float:
     """The meta-objective of one inner run from its trace.
 
     - ``regret``: normalized regret at the inner budget (the default);
@@ -95,7 +95,7 @@ def meta_objective(kind: str, trace: pd.DataFrame, budget: Budget, fractions: li
 
 
 def clock_objective(kind: str, trace: pd.DataFrame, reference: Reference, time_limit: float,
-                    fractions: list[float], transform: str = "none", scale: float = 1.0) -> float:
+                    fractions: list[float], transform: str = "none", scale: float = 0.01) -> float:
     """The meta-objective of one inner run on the simulated clock (``meta.clock``): :func:`meta_objective`
     with simulated time in place of the budget, read as the evaluation's clock curves read a run
     (:func:`metaopt.analysis.clock_curves.regret_by_time`: the regret of the best result in by each time).
