@@ -222,10 +222,6 @@ def load_cache(store: StudyStore, archive_file: Path | None, *, max_evals: int |
     ``objective`` (:func:`objective_tag` of the study's ``meta.objective_transform``; every caller
     names it, None being plain regret): its trace is not kept, so it is run again.
     """
-    def usable(record: dict[str, Any]) -> bool:
-        """The run this search makes: the same under its evaluation cap, counted its way."""
-        return same_under_cap(record, max_evals) and record.get(OBJECTIVE_TRANSFORM) == objective
-
     cache = {}
     for path in stored_run_records(store.meta_runs_dir):
         try:
@@ -233,14 +229,14 @@ def load_cache(store: StudyStore, archive_file: Path | None, *, max_evals: int |
         except ValueError:  # e.g. truncated by a full disk: recomputed
             continue
         if (_valid_record(record) and path == store.meta_run_file(*record_key(record))
-                and usable(record)):
+                and same_under_cap(record, max_evals) and record.get(OBJECTIVE_TRANSFORM) == objective):
             cache[record_key(record)] = record
     if archive_file is not None and not Path(archive_file).exists():
         print(f"optimize: the meta-archive {archive_file} does not exist yet: nothing to continue from "
               "(`metaopt study export-meta` writes it)")
     elif archive_file is not None:
         for record in read_meta_runs(archive_file):
-            if usable(record):
+            if same_under_cap(record, max_evals) and record.get(OBJECTIVE_TRANSFORM) == objective:
                 cache.setdefault(record_key(record), record)
     return cache
 

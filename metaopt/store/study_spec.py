@@ -228,14 +228,6 @@ class MetaSpec(_InstancesAndSeeds):
     evaluations, with proposal work that grows with each, could otherwise hold up a batch for hours.
     Stored runs the cap would have changed are run again (:func:`metaopt.store.meta_archive.same_under_cap`)."""
 
-    @property
-    def objective_tag(self) -> str | None:
-        """What each run record of this search stores of its transform
-        (:func:`metaopt.store.meta_archive.objective_tag`; None for plain regret)."""
-        from metaopt.store.meta_archive import objective_tag
-
-        return objective_tag(self.objective_transform, self.objective_scale)
-
     def objective_text(self) -> str:
         """The meta-objective in words, for the optimize stage's log and the report: its kind, the
         budget fractions it reads (``regret_at``) and its transform, if any."""
