@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from metaopt.store.meta_archive import load_cache, objective_tag, read_trials_log
+from metaopt.store.meta_archive import load_cache, read_trials_log
 from metaopt.store.store import StudyStore
 
 SEARCH_LABELS = {"smac": "SMAC", "random": "random search"}
@@ -77,8 +77,7 @@ def search_curves(store: StudyStore) -> pd.DataFrame:
         return pd.DataFrame()
     instances = set().union(*(set(table["instance"].astype(str)) for _, _, table in tables))
     archive = Path(spec.meta.archive) if spec.meta.archive and Path(spec.meta.archive).exists() else None
-    runs = load_cache(store, archive, max_evals=spec.meta.max_evals,
-                      objective=objective_tag(spec.meta.objective_transform, spec.meta.objective_scale))
+    runs = load_cache(store, archive, max_evals=spec.meta.max_evals, objective=spec.meta.objective_tag)
     wall = {key: run_cpu_seconds(record) for key, record in runs.items()}
     curves = []
     for label, _path, table in tables:

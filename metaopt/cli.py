@@ -421,7 +421,7 @@ def cmd_export_meta(args: argparse.Namespace) -> None:
     (one per arm for a list of restrictions, :func:`metaopt.store.study_spec.arm_archive`), with the runs
     of the archive it continued from; an arm with no finished run yet is skipped with a line."""
     from metaopt.stages.meta import export_meta_runs
-    from metaopt.store.meta_archive import check_archived_arm, check_archived_clock, objective_tag
+    from metaopt.store.meta_archive import check_archived_arm, check_archived_clock
     from metaopt.store.store import StudyStore
 
     store = StudyStore(Path(args.output_dir))
@@ -441,7 +441,7 @@ def cmd_export_meta(args: argparse.Namespace) -> None:
     for restriction, target in meta.archive_files(args.out).items():
         count = export_meta_runs(stores[restriction], target, previous.get(restriction), clock,
                                  restriction if arms else None, max_evals=meta.max_evals,
-                                 objective=objective_tag(meta.objective_transform, meta.objective_scale))
+                                 objective=meta.objective_tag)
         if count:
             print(f"wrote {count} meta-optimization runs to {target} ({target.stat().st_size / 1024:.0f} KiB)")
             written += 1

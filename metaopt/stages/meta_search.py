@@ -35,13 +35,14 @@ from tqdm import tqdm
 
 from metaopt.core.budget import Budget
 from metaopt.core.executor import Executor
-from metaopt.store.meta_archive import (CRASH_OBJECTIVE, OBJECTIVE_TRANSFORM, Key, objective_tag, record_key,
+from metaopt.store.meta_archive import (CRASH_OBJECTIVE, OBJECTIVE_TRANSFORM, Key, record_key,
                                        run_name, trials_log_line)
 from metaopt.core.references import Reference
 from metaopt.store.run_io import jsonable
 from metaopt.core.smac_utils import (bound_forest_leaves, fast_asks, quiet_smac_logging,
                                      reproducible_model_and_maximizer)
 from metaopt.store.store import StudyStore
+from metaopt.store.study_spec import objective_tag
 from metaopt.core.store_utils import atomic_write_text
 from metaopt.engine.tasks import RunSpec, execute
 
@@ -67,6 +68,13 @@ def transformed(values: np.ndarray, transform: str, scale: float) -> np.ndarray:
     raise ValueError(f"objective_transform: {transform!r} is not one of none, asinh")
 
 
+def mean_of_reads(values: np.ndarray, transform: str, scale: float) -> float:
+    """The meta-objective of the regrets one inner run's trace was read at (by :func:`meta_objective`
+    or :func:`clock_objective`): each :func:`transformed`, regret 1 where nothing was in yet, then the mean."""
+    values = np.where(np.isnan(values), 1.0, values)
+    return float(np.mean(transformed(values, transform, scale)))
+
+
 def meta_objective(kind: str, trace: pd.DataFrame, budget: Budget, fractions: list[float],
                    transform: str = "none", scale: float = 0.01) -> float:
     """The meta-objective of one inner run from its trace.
@@ -90,8 +98,7 @@ def meta_objective(kind: str, trace: pd.DataFrame, budget: Budget, fractions: li
         values = regret_at(spent, regret, np.asarray(fractions) * budget.amount)
     else:
         values = regret_at(spent, regret, budget_grid(spent[0], budget.amount, 50))
-    values = np.where(np.isnan(values), 1.0, values)  # before the first evaluation: regret 1
-    return float(np.mean(transformed(values, transform, scale)))
+    return mean_of_reads(values, transform, scale)
 
 
 def clock_objective(kind: str, trace: pd.DataFrame, reference: Reference, time_limit: float,
@@ -118,8 +125,7 @@ def clock_objective(kind: str, trace: pd.DataFrame, reference: Reference, time_l
     else:
         times = budget_grid(float(trace["sim_time"].min()), time_limit, 50)
     values = regret_by_time(trace, reference, times)
-    values = np.where(np.isnan(values), 1.0, values)  # before the first result: regret 1
-    return float(np.mean(transformed(values, transform, scale)))
+    return mean_of_reads(values, transform, scale)
 
 
 @dataclass(frozen=True)
@@ -145,7 +151,7 @@ class MetaSetup:
 
     @property
     def objective_tag(self) -> str | None:
-        """What each run record stores of the transform (:func:`~metaopt.store.meta_archive.objective_tag`)."""
+        """What each run record stores of the transform (:func:`~metaopt.store.study_spec.objective_tag`)."""
         return objective_tag(self.objective_transform, self.objective_scale)
 
 

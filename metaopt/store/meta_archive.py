@@ -52,16 +52,9 @@ CRASH_OBJECTIVE = 10.0
 """Meta-objective of an inner run that raised (normalized regret of a run is ~1 for a median random config)."""
 
 OBJECTIVE_TRANSFORM = "objective_transform"
-"""The key under which a run record names how its objective counts regret (:func:`objective_tag`);
+"""The key under which a run record names how its objective counts regret
+(:func:`metaopt.store.study_spec.objective_tag`);
 records of plain regret have none, as every record written before the field existed."""
-
-
-def objective_tag(transform: str, scale: float) -> str | None:
-    """How a run's objective counts each regret (``meta.objective_transform`` and ``objective_scale``),
-    as its record stores it under :data:`OBJECTIVE_TRANSFORM`: None for plain regret, else
-    ``<transform>/<scale>`` (e.g. ``asinh/0.01``). A stored run counted another way is not the run a
-    study needs (:func:`load_cache`)."""
-    return None if transform == "none" else f"{transform}/{scale!r}"
 
 
 HASH_NEUTRAL_DEFAULTS: dict[str, Any] = {"rf_max_samples": 0, "rf_max_samples_per_feature": 0}
@@ -219,9 +212,13 @@ def load_cache(store: StudyStore, archive_file: Path | None, *, max_evals: int |
     Nor is a run that the evaluation cap ``max_evals`` (the study's ``meta.max_evals``; every caller
     names it, since None drops the runs a cap stopped) would have made otherwise (:func:`same_under_cap`):
     it is run again under the cap. Nor is a run whose objective counts regret otherwise than
-    ``objective`` (:func:`objective_tag` of the study's ``meta.objective_transform``; every caller
+    ``objective`` (:func:`~metaopt.store.study_spec.objective_tag` of the study's ``meta.objective_transform``; every caller
     names it, None being plain regret): its trace is not kept, so it is run again.
     """
+    def usable(record: dict[str, Any]) -> bool:
+        """The run this search makes: the same under its evaluation cap, counted its way."""
+        return same_under_cap(record, max_evals) and record.get(OBJECTIVE_TRANSFORM) == objective
+
     cache = {}
     for path in stored_run_records(store.meta_runs_dir):
         try:
@@ -229,14 +226,14 @@ def load_cache(store: StudyStore, archive_file: Path | None, *, max_evals: int |
         except ValueError:  # e.g. truncated by a full disk: recomputed
             continue
         if (_valid_record(record) and path == store.meta_run_file(*record_key(record))
-                and same_under_cap(record, max_evals) and record.get(OBJECTIVE_TRANSFORM) == objective):
+                and usable(record)):
             cache[record_key(record)] = record
     if archive_file is not None and not Path(archive_file).exists():
         print(f"optimize: the meta-archive {archive_file} does not exist yet: nothing to continue from "
               "(`metaopt study export-meta` writes it)")
     elif archive_file is not None:
         for record in read_meta_runs(archive_file):
-            if same_under_cap(record, max_evals) and record.get(OBJECTIVE_TRANSFORM) == objective:
+            if usable(record):
                 cache.setdefault(record_key(record), record)
     return cache
 

@@ -148,6 +148,14 @@ class MetaFidelity(BaseModel):
     """Hyperband's η: each rung keeps the best 1/η of its designs for an η times larger inner budget."""
 
 
+def objective_tag(transform: str, scale: float) -> str | None:
+    """How a run's objective counts each regret (``meta.objective_transform`` and ``objective_scale``),
+    as its run record stores it (under :data:`metaopt.store.meta_archive.OBJECTIVE_TRANSFORM`): None for
+    plain regret, else ``<transform>/<scale>`` (e.g. ``asinh/0.01``). A stored run counted another way
+    is not the run a study needs (:func:`metaopt.store.meta_archive.load_cache`)."""
+    return None if transform == "none" else f"{transform}/{scale!r}"
+
+
 def arm_archive(path: str | Path, restriction: str) -> Path:
     """The compact meta-archive of the arm ``restriction`` of a study that meta-optimizes a list of
     restrictions: ``path`` (its ``meta.archive``, or ``export-meta --out``) with the arm's name inserted
@@ -227,6 +235,11 @@ class MetaSpec(_InstancesAndSeeds):
     the search's wall time: a design that spends its budget in tens of thousands of low-fidelity
     evaluations, with proposal work that grows with each, could otherwise hold up a batch for hours.
     Stored runs the cap would have changed are run again (:func:`metaopt.store.meta_archive.same_under_cap`)."""
+
+    @property
+    def objective_tag(self) -> str | None:
+        """What each run record of this search stores of its transform (:func:`objective_tag`)."""
+        return objective_tag(self.objective_transform, self.objective_scale)
 
     def objective_text(self) -> str:
         """The meta-objective in words, for the optimize stage's log and the report: its kind, the
