@@ -470,8 +470,40 @@ def search_section(study: StudySpec, output: Path) -> Section | None:
     summary["best objective"] = summary["best objective"].map(fmt)
     section.blocks.append(Table("Per search and meta-seed: trials, CPU-hours of its inner runs, and the final "
                                 "incumbent's mean objective on the training instances.", summary))
+    selection = _selection_table(store)
+    if selection is not None:
+        section.blocks.append(selection)
     section.blocks.append(_search_limits(study, store, bands))
     return section
+
+
+def _selection_table(store: StudyStore) -> Table | None:
+    """γ*'s selection (``meta.select_top``) from ``meta/selection.csv``: each candidate's mean objective on
+    the search's own seeds and on the selection's fresh seeds, side by side, so that a reader sees how
+    much of a candidate's lead was its luck (the winner's curse) and whether the difference that chose
+    γ* is larger than its standard error. None when the study made no selection."""
+    if not store.selection_csv.exists():
+        return None
+    table = pd.read_csv(store.selection_csv)
+    table["known_design"] = table["known_design"].fillna("").astype(str)
+    star = read_gamma_star(store.gamma_star_json) if store.gamma_star_json.exists() else {}
+    seeds = len((star.get("selection") or {}).get("seeds") or [])
+    shown = pd.DataFrame({
+        "candidate": [h + (f" ({name})" if name else "") for h, name in zip(table["hash"], table["known_design"])],
+        "search's seeds": [f"{fmt(m)} ({int(n)} instances)" for m, n in
+                           zip(table["search_mean"], table["search_instances"])],
+        "fresh seeds": [f"{fmt(m)} ± {fmt(se)}" for m, se in zip(table["selection_mean"], table["selection_se"])],
+        "difference to γ*": ["" if chosen else f"{fmt(d)} ± {fmt(se)}" for d, se, chosen in
+                             zip(table["difference_to_gamma_star"], table["difference_se"],
+                                 table["chosen"])],
+        "γ*": ["yes" if chosen else "" for chosen in table["chosen"]],
+    })
+    fresh = f"{seeds} fresh seeds" if seeds else "fresh seeds"
+    return Table(f"γ*'s selection: each candidate's mean objective over the training instances on the search's own "
+                 f"seeds and on {fresh} per instance (± s.e. over instances), and its paired difference to γ* there "
+                 "(> 0: γ* is better). Candidates are the best configurations of the search and the best known "
+                 "design (name in parentheses) when it ran on every training instance; a drop from the first column "
+                 "to the second is the search's selection of its luckiest runs.", shown)
 
 
 def _search_limits(study: StudySpec, store: StudyStore, bands: pd.DataFrame) -> str:
