@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 from ConfigSpace import Float
-from scipy.special import ndtr
+from scipy.special import log_ndtr, ndtr
 
 from metaopt.core.libm import exp as libm_exp
 from metaopt.core.registry import category_base, register
@@ -57,6 +57,10 @@ def has_uncertainty(std: np.ndarray | None, y_best: float | None) -> bool:
 
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
+
+
+_LOG_DOUBLE_MAX = math.log(np.finfo(float).max)
+"""≈ 709.78: e^x overflows a double above it."""
 
 
 def normal_cdf(z: np.ndarray) -> np.ndarray:
@@ -103,7 +107,16 @@ def log_expected_improvement(mean: np.ndarray, std: np.ndarray, y_best: float) -
     # exp from the C library (metaopt.core.libm): numpy's AVX-512 exp differs in the last bit, and a last
     # bit here can reorder near-equal candidates, i.e. change the run.
     best = math.exp(y_best)
-    ei = np.maximum(best * normal_cdf(v) - libm_exp(mean + 0.5 * safe**2) * normal_cdf(v - safe), 0.0)
+    growth = mean + 0.5 * safe**2
+    huge = growth > _LOG_DOUBLE_MAX
+    second = libm_exp(np.where(huge, 0.0, growth)) * normal_cdf(v - safe)
+    # e^(mean + std²/2) overflows where a model of log losses is very unsure (std ≳ 37.7), while Φ(v − std)
+    # underflows towards 0; their product is at most e^y_best Φ(v), so it is formed in log space there
+    # (it raised before). Only there: the direct form is kept wherever it was finite, so every run that
+    # finished before stays bit for bit (it loses digits only in a narrow band just below the overflow,
+    # where Φ(v − std) is subnormal).
+    second[huge] = libm_exp(growth[huge] + log_ndtr(v[huge] - safe[huge]))
+    ei = np.maximum(best * normal_cdf(v) - second, 0.0)
     certain = ~(std > 0)  # the σ → 0 limit, e^mean taken only where it is used
     ei[certain] = np.maximum(best - libm_exp(mean[certain]), 0.0)
     return ei

@@ -591,3 +591,19 @@ def test_vector_dropping_inactive_equals_configspace_deactivation(yahpo_data):
     flat = {hp.name: hp.default_value for hp in codec.space.values()}
     with pytest.raises(ValueError, match="hyperparameter n: 9999"):
         codec.to_vector_dropping_inactive({**flat, "n": 9999})
+
+
+def test_the_c_library_functions_answer_as_numpy_at_poles_domain_edges_and_overflow():
+    """Python's math functions raise where the C library (and numpy) return ±inf or nan; metaopt.core.libm
+    returns what numpy does, so a run that reaches such an argument goes on instead of failing."""
+    from metaopt.core import libm
+
+    x = np.array([-1e308, -800.0, -1.0, -0.0, 0.0, 1e-300, 0.5, 709.7, 709.8, 800.0, 1e308, np.inf, -np.inf, np.nan])
+    with np.errstate(all="ignore"):
+        for ours, numpys in [(libm.exp, np.exp), (libm.log, np.log), (libm.expm1, np.expm1), (libm.log1p, np.log1p)]:
+            edge = ~np.isfinite(numpys(x)) | (numpys(x) == 0)
+            np.testing.assert_array_equal(ours(x)[edge], numpys(x)[edge])
+            assert np.allclose(ours(x), numpys(x), rtol=1e-15, equal_nan=True)
+        base, power = np.meshgrid([-1e300, -2.0, -1.0, -0.0, 0.0, 0.5, 2.0, 1e300, np.inf, -np.inf, np.nan],
+                                  [-3.0, -2.0, -0.5, 0.0, 0.5, 3.0, 1e5, -1e5, np.inf, np.nan])
+        np.testing.assert_array_equal(libm.power(base, power), np.power(base, power))
