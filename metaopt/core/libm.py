@@ -61,16 +61,18 @@ def _log1p(x: float) -> float:
     return -math.inf if x == -1.0 else math.nan
 
 
+def _odd_integer(y: float) -> bool:
+    return math.isfinite(y) and y.is_integer() and int(y) % 2 == 1
+
+
 def _pow(x: float, y: float) -> float:
     try:
         return math.pow(x, y)
     except OverflowError:  # |x^y| above DBL_MAX: signed as x^y is (negative only for x < 0 and an odd integer y)
-        odd = y == int(y) and int(y) % 2 == 1
-        return -math.inf if x < 0 and odd else math.inf
+        return -math.inf if x < 0 and _odd_integer(y) else math.inf
     except ValueError:  # 0 to a negative power (C: +inf, −inf for −0 and an odd integer y), or x < 0 to a fraction (nan)
         if x == 0.0:
-            odd = y == int(y) and int(y) % 2 == 1
-            return math.copysign(math.inf, x) if odd else math.inf
+            return math.copysign(math.inf, x) if _odd_integer(y) else math.inf
         return math.nan
 
 

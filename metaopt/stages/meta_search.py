@@ -70,7 +70,7 @@ def transformed(values: np.ndarray, transform: str, scale: float) -> np.ndarray:
 
 def mean_of_reads(values: np.ndarray, transform: str, scale: float) -> float:
     """The meta-objective of the regrets one inner run's trace was read at (by :func:`meta_objective`
-    or :func:`clock_objective`): each :func:`transformed`, regret 1 where nothing was in yet, then the mean."""
+    or :func:`clock_objective`): regret 1 where nothing was in yet, each read :func:`transformed`, then the mean."""
     values = np.where(np.isnan(values), 1.0, values)
     return float(np.mean(transformed(values, transform, scale)))
 
