@@ -470,24 +470,25 @@ def search_section(study: StudySpec, output: Path) -> Section | None:
     summary["best objective"] = summary["best objective"].map(fmt)
     section.blocks.append(Table("Per search and meta-seed: trials, CPU-hours of its inner runs, and the final "
                                 "incumbent's mean objective on the training instances.", summary))
-    selection = _selection_table(store)
+    star = read_gamma_star(store.gamma_star_json) if store.gamma_star_json.exists() else None  # read once, for both
+    selection = _selection_table(store, star)
     if selection is not None:
         section.blocks.append(selection)
-    section.blocks.append(_search_limits(study, store, bands))
+    section.blocks.append(_search_limits(study, store, bands, star))
     return section
 
 
-def _selection_table(store: StudyStore) -> Table | None:
+def _selection_table(store: StudyStore, star: dict[str, Any] | None) -> Table | None:
     """γ*'s selection (``meta.select_top``) from ``meta/selection.csv``: each candidate's mean objective on
     the search's own seeds and on the selection's fresh seeds, side by side, so that a reader sees how
     much of a candidate's lead was its luck (the winner's curse) and whether the difference that chose
-    γ* is larger than its standard error. None when the study made no selection."""
+    γ* is larger than its standard error (``star``: the study's γ* record, which names the selection's
+    seeds). None when the study made no selection."""
     if not store.selection_csv.exists():
         return None
     table = pd.read_csv(store.selection_csv)
     table["known_design"] = table["known_design"].fillna("").astype(str)
-    star = read_gamma_star(store.gamma_star_json) if store.gamma_star_json.exists() else {}
-    seeds = len((star.get("selection") or {}).get("seeds") or [])
+    seeds = len(((star or {}).get("selection") or {}).get("seeds") or [])
     shown = pd.DataFrame({
         "candidate": [h + (f" ({name})" if name else "") for h, name in zip(table["hash"], table["known_design"])],
         "search's seeds": [f"{fmt(m)} ({int(n)} instances)" for m, n in
@@ -506,9 +507,10 @@ def _selection_table(store: StudyStore) -> Table | None:
                  "to the second is the search's selection of its luckiest runs.", shown)
 
 
-def _search_limits(study: StudySpec, store: StudyStore, bands: pd.DataFrame) -> str:
+def _search_limits(study: StudySpec, store: StudyStore, bands: pd.DataFrame, star: dict[str, Any] | None) -> str:
     """What limits the search, in numbers: trials and instance coverage per configuration, the noise
-    against the differences it must resolve, the size of the space."""
+    against the differences it must resolve, the size of the space, and whether γ* (``star``, the study's
+    γ* record; None before one is chosen) is a known design."""
     from metaopt.analysis.search_curves import search_trials
     from metaopt.spaces.design_space import design_space
     from metaopt.spaces.restrictions import get_restriction
@@ -532,8 +534,7 @@ def _search_limits(study: StudySpec, store: StudyStore, bands: pd.DataFrame) -> 
                            for design, row in noise.iterrows())
         facts.append(f"re-run on {int(noise['count'].iloc[0])} more seeds per training instance, the mean objective "
                      f"(± 1 s.d. over seeds) is {spread}")
-    if store.gamma_star_json.exists():
-        star = read_gamma_star(store.gamma_star_json)
+    if star is not None:
         facts.append("γ* is the known design " + star["known_design"] if star.get("known_design")
                      else "γ* is a configuration the search proposed, not a known design")
     return "What limits the search: " + "; ".join(facts) + "."

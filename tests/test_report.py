@@ -260,14 +260,13 @@ def test_the_selection_table_shows_both_seed_sets_and_names_the_known_design(tmp
     from metaopt.store.store import StudyStore
 
     store = StudyStore(tmp_path)
-    assert _selection_table(store) is None  # no selection made
+    assert _selection_table(store, None) is None  # no selection made
     store.meta_dir.mkdir(parents=True)
     pd.DataFrame({"hash": ["aaa", "bbb"], "search_mean": [1.40, 1.74], "search_instances": [8, 8],
                   "search_difference": [0.0, 0.34], "selection_mean": [1.83, 1.60], "selection_se": [0.34, 0.20],
                   "difference_to_gamma_star": [0.23, 0.0], "difference_se": [0.23, 0.0], "chosen": [False, True],
                   "known_design": [np.nan, "cfo_then_rf"]}).to_csv(store.selection_csv, index=False)
-    store.gamma_star_json.write_text(json.dumps({"config": {}, "hash": "bbb", "selection": {"seeds": [1001, 1002, 1003]}}))
-    table = _selection_table(store)
+    table = _selection_table(store, {"config": {}, "hash": "bbb", "selection": {"seeds": [1001, 1002, 1003]}})
     assert "3 fresh seeds" in table.caption
     assert table.frame.to_dict("records") == [
         {"candidate": "aaa", "search's seeds": "1.4 (8 instances)", "fresh seeds": "1.83 ± 0.34",
