@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from ConfigSpace import ConfigurationSpace
@@ -108,3 +109,20 @@ def test_presets_json_serializable():
 
     for preset in PRESETS.values():
         json.dumps(preset.config(Fidelity("epoch", 1, 52, True)))
+
+
+def test_default_then_rf_is_metaopt_defaults_family_with_the_switch():
+    """The family default_then_rf searches holds metaopt_default with SMAC's forest after a switch (the
+    hand-made probe its study starts from), not metaopt_default itself, and fixes what makes it that family."""
+    from metaopt.core.benchmarks.base import Fidelity
+
+    restriction = get_restriction("default_then_rf")
+    space = restriction.space()
+    default = PRESETS["metaopt_default"].config(Fidelity("epoch", 1, 52, True))
+    switched = json.loads((Path(__file__).parents[1] / "studies/gammas/metaopt_default_rf33.json").read_text())
+    assert switched == validate({**default, "proposal": "filter_then_rf", "switch_at": 0.33})
+    assert restriction.complete({k: v for k, v in switched.items() if k in space}) == switched
+    with pytest.raises(UsageError, match="proposal: value 'sample_filter' is not allowed"):
+        restriction.complete({k: v for k, v in default.items() if k in space})
+    assert {"switch_at", "lcb_kappa", "log_eta_fid", "kde_top_fraction"} <= set(space)
+    assert "cost_model" not in space and "rf_n_trees" not in space  # the forest after the switch is SMAC's
