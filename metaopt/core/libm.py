@@ -36,36 +36,10 @@ def _elementwise(f: Callable[..., Any]) -> Callable[..., np.ndarray]:
     return apply
 
 
-# Python's math functions raise where the C library returns a value: OverflowError for a result beyond
-# the largest double (C: ±HUGE_VAL, i.e. ±inf) and ValueError at a pole or outside the domain (C: ±inf or
-# nan). numpy returns those values (with a warning), so these do too: an acquisition or a benchmark that
+# math.pow raises where the C library returns a value: OverflowError for a result beyond the largest
+# double (C: ±HUGE_VAL, i.e. ±inf) and ValueError at a pole or outside the domain (C: ±inf or nan).
+# numpy returns those values (with a warning), so power does too: an acquisition or a benchmark that
 # reaches such an argument gets numpy's answer instead of ending the run.
-
-
-def _exp(x: float) -> float:
-    try:
-        return math.exp(x)
-    except OverflowError:  # x above log(DBL_MAX) ≈ 709.78
-        return math.inf
-
-
-def _expm1(x: float) -> float:
-    try:
-        return math.expm1(x)
-    except OverflowError:
-        return math.inf
-
-
-def _log(x: float) -> float:
-    if x > 0.0 or x != x:  # positive, +inf or nan: the C library's value
-        return math.log(x)
-    return -math.inf if x == 0.0 else math.nan  # log(±0) = −inf, log(x < 0) = nan
-
-
-def _log1p(x: float) -> float:
-    if x > -1.0 or x != x:
-        return math.log1p(x)
-    return -math.inf if x == -1.0 else math.nan
 
 
 def _odd_integer(y: float) -> bool:
@@ -83,7 +57,7 @@ def _pow(x: float, y: float) -> float:
         return math.nan
 
 
-_exp.__name__, _expm1.__name__, _log.__name__, _log1p.__name__, _pow.__name__ = "exp", "expm1", "log", "log1p", "pow"
+_pow.__name__ = "pow"
 power = _elementwise(_pow)
 
 
