@@ -100,8 +100,16 @@ def log_expected_improvement(mean: np.ndarray, std: np.ndarray, y_best: float) -
     With Y ~ N(mean, std²) the predicted log loss and y_best the best log loss:
     E[max(e^y_best − e^Y, 0)] = e^y_best Φ(v) − e^(mean + std²/2) Φ(v − std), v = (y_best − mean)/std;
     std 0 gives max(e^y_best − e^mean, 0).
+
+    Where e^y_best itself overflows a double (y_best > 709.78: a model of raw losses, surrogate_target
+    ``none``, on an objective whose losses are that large), the result is that EI divided by
+    e^y_best, i.e. the same formula with every log loss shifted by −y_best: the same order of the
+    candidates (the filters only rank by it; log-EI takes no cost penalty), where it raised
+    OverflowError before. Below the overflow nothing changes, bit for bit.
     """
     mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
+    if y_best > _LOG_DOUBLE_MAX:
+        return log_expected_improvement(mean - y_best, std, 0.0)
     safe = np.where(std > 0, std, 1.0)
     v = (y_best - mean) / safe
     # exp from the C library (metaopt.core.libm): numpy's AVX-512 exp differs in the last bit, and a last

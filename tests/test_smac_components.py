@@ -34,6 +34,37 @@ def test_log_ei_is_the_expected_improvement_of_exp_y(mean, std, best):
     assert log_expected_improvement(np.array([mean]), np.array([0.0]), best)[0] == max(np.exp(best) - np.exp(mean), 0)
 
 
+def test_log_ei_ranks_candidates_when_the_best_loss_overflows_exp():
+    """A model of raw losses (surrogate_target none) under log-EI on an objective with losses above
+    709.78, e.g. Rosenbrock's 10^5: e^y_best overflows, which raised OverflowError and ended the run.
+    The candidates' scores are then EI / e^y_best, so their order is that of the shifted problem."""
+    mean, std = np.array([1000.0, 1001.0, 999.0, 1000.0, 990.0]), np.array([1.0, 3.0, 0.5, 0.0, 0.0])
+    big = log_expected_improvement(mean, std, 1000.5)
+    shifted = log_expected_improvement(mean - 1000.5, std, 0.0)
+    assert np.array_equal(big, shifted) and np.all(np.isfinite(big))
+    assert big[4] == pytest.approx(1 - np.exp(-10.5)) and big[3] == pytest.approx(1 - np.exp(-0.5))
+    # the same order as at a scale where nothing overflows (every loss shifted down by 1000)
+    small = log_expected_improvement(mean - 1000.0, std, 0.5)
+    assert list(np.argsort(-big, kind="stable")) == list(np.argsort(-small, kind="stable"))
+
+
+def test_a_log_ei_design_on_raw_losses_runs_on_an_objective_with_huge_losses():
+    """metaopt.minimize with smac_like's log-EI on raw losses (surrogate_target none) over a 2-d
+    Rosenbrock shifted by 1000, so that every loss is above e^x's overflow at 709.78: the run finishes
+    (it raised OverflowError at the first model-based proposal) and improves on its initial design."""
+    import metaopt
+    from ConfigSpace import ConfigurationSpace, Float
+    from metaopt.core.benchmarks.function import NO_FIDELITY
+
+    space = ConfigurationSpace(seed=0)
+    space.add([Float("x0", (-5.0, 10.0)), Float("x1", (-5.0, 10.0))])
+    config = {**get_preset("smac_like").config(NO_FIDELITY), "surrogate_target": "none"}
+    rosenbrock = lambda c, _: 1000 + 100 * (c["x1"] - c["x0"] ** 2) ** 2 + (1 - c["x0"]) ** 2  # noqa: E731
+    result = metaopt.minimize(rosenbrock, space, optimizer=config, budget="30", seed=0)
+    loss = result.trace["loss"].to_numpy()
+    assert len(loss) == 30 and loss.max() > 1e4 and result.loss < loss[:10].min()
+
+
 def test_surrogate_targets_are_monotone_and_map_the_incumbent_alike():
     loss = np.array([3.0, 1.0, np.nan, 2.0, 10.0])
     same, f = target_transform(loss, "none")
