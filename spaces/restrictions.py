@@ -128,6 +128,16 @@ def _restrictions() -> dict[str, Restriction]:
                     fixed={"proposal": "filter_then_rf", "fidelity_schedule": "hb", "stopping": "budget",
                            "sampler": "kde", "filter_method": "local_random", "surrogate": "gp",
                            "cost_penalty": "none"}),
+        # Not a paper's space: designs for problems without a fidelity (metaopt.minimize without
+        # fidelity=, benchmarks full:<scenario>), where every evaluation is at full fidelity: a schedule
+        # is a batch size (hb is single on one level, but keeps the presets written for it as points),
+        # and cost penalties, stopping rules and pending evaluations have nothing to act on.
+        Restriction("no_fidelity", "search",
+                    "every design for a problem without a fidelity: batches of mu configurations at full "
+                    "fidelity (schedule single or hb, which has one level there), any proposal, sampler, "
+                    "filter, surrogate, target and acquisition; no cost penalty, stopping rule or pending",
+                    allowed={"fidelity_schedule": ("single", "hb")},
+                    fixed={"stopping": "budget", "cost_penalty": "none", "pending": "ignore"}),
     ]
     return {r.name: r for r in items}
 

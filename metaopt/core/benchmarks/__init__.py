@@ -197,6 +197,15 @@ def _pooled(scenario: str, data_dir: Path | None) -> Benchmark | None:
     return PooledBenchmark([_load(name.strip(), str(data_dir) if data_dir else None) for name in scenario.split("+")])
 
 
+def _full(scenario: str, data_dir: Path | None) -> Benchmark | None:
+    """``full:synthetic:mlp``: the member benchmark at its full fidelity only (a problem without a fidelity)."""
+    if not scenario:
+        return None
+    from metaopt.core.benchmarks.full_fidelity import FullFidelityBenchmark
+
+    return FullFidelityBenchmark(_load(scenario, str(data_dir) if data_dir else None))
+
+
 def _no_scenarios(data_dir: Path | None) -> list[str]:
     return []
 
@@ -221,6 +230,7 @@ register_benchmark("live", _live, _live_scenarios)
 register_benchmark("yahpo", _yahpo, _yahpo_scenarios)
 register_benchmark("python", _python, _no_scenarios)
 register_benchmark("pooled", _pooled, _no_scenarios)
+register_benchmark("full", _full, _no_scenarios)
 for _entry_point in entry_points(group="metaopt.benchmarks"):
     if _entry_point.name not in _KINDS:  # a built-in kind is never replaced
         _entry_point_kind(_entry_point)

@@ -52,11 +52,18 @@ class PooledBenchmark(Benchmark):
         return [f"{s}:{i}" for s, m in self.members.items() for i in m.instances_of(split)]
 
     def owner(self, instance: str) -> tuple[Benchmark, str]:
+        """The single-scenario benchmark that defines ``instance`` (for its regret reference) and the
+        instance's name there: the member's own owner (``full:`` members defer to their scenario)."""
+        member, inner = self._member(instance)
+        return member.owner(inner)
+
+    def _member(self, instance: str) -> tuple[Benchmark, str]:
         """The member benchmark of ``instance`` and the instance's name there."""
         if str(instance) not in self.instances:
             self._unknown(instance)
-        scenario, _, inner = str(instance).partition(":")
-        return self.members[scenario], inner
+        # the member whose scenario name prefixes the instance (a scenario may itself hold a colon: full:synthetic:mlp)
+        scenario = max((s for s in self.members if str(instance).startswith(s + ":")), key=len)
+        return self.members[scenario], str(instance)[len(scenario) + 1:]
 
     def _unknown(self, instance: str) -> NoReturn:
         shown = ", ".join(self.instances[:20]) + (" ..." if len(self.instances) > 20 else "")
@@ -65,16 +72,16 @@ class PooledBenchmark(Benchmark):
 
     def problem(self, instance: str | int) -> Problem:
         """The member scenario's problem of ``instance`` (its search space, fidelity and d)."""
-        member, inner = self.owner(str(instance))
+        member, inner = self._member(str(instance))
         return member.problem(inner)
 
     def evaluate(self, instance: str, configs: Sequence[Mapping[str, Any]], fidelities: Sequence[float] | np.ndarray) -> Evaluation:
-        member, inner = self.owner(instance)
+        member, inner = self._member(instance)
         return member.evaluate(inner, configs, fidelities)
 
     def instance_features(self, instance: str) -> list[float]:
         """One indicator per member (1.0 for the member ``instance`` belongs to), in member order."""
-        member, _ = self.owner(instance)
+        member, _ = self._member(instance)
         return [1.0 if m is member else 0.0 for m in self.members.values()]
 
     @property
