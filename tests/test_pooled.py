@@ -133,3 +133,38 @@ def test_named_instances_checks_the_names_and_keeps_them_as_given():
         mlp.named_instances(["0", 0])
     with pytest.raises(UsageError, match="unknown instance 'nope'"):
         mlp.named_instances(["0", "nope"])
+
+
+def test_a_full_fidelity_scenario_is_its_member_at_the_top_fidelity_only():
+    """full:synthetic:mlp: the member's instances, space and regret references, a fidelity of one level at the
+    member's r_max (a problem without a fidelity), the member's losses there; any other fidelity is refused."""
+    mlp, full = get_benchmark("synthetic:mlp"), get_benchmark("full:synthetic:mlp")
+    assert full.name == "full:synthetic:mlp" and full.instances == mlp.instances
+    assert (full.train_instances, full.test_instances) == (mlp.train_instances, mlp.test_instances)
+    assert full.search_space is mlp.search_space and full.d == mlp.d
+    assert (full.fidelity.r_min, full.fidelity.r_max) == (mlp.fidelity.r_max, mlp.fidelity.r_max)
+    instance = mlp.train_instances[0]
+    configs = [dict(c) for c in mlp.search_space.sample_configuration(5)]
+    ours = full.evaluate(instance, configs, [mlp.fidelity.r_max] * 5)
+    theirs = mlp.evaluate(instance, configs, [mlp.fidelity.r_max] * 5)
+    assert np.array_equal(ours.loss, theirs.loss) and np.array_equal(ours.cost, theirs.cost)
+    with pytest.raises(UsageError, match="fidelity epoch=27 is not allowed.*\\[81, 81\\]"):
+        full.evaluate(instance, configs[:1], [27])
+    assert full.owner(instance) == (mlp, instance)
+    assert get_reference(full, instance) == get_reference(mlp, instance)
+    assert full.fingerprint() != mlp.fingerprint()
+
+
+def test_a_pool_of_full_fidelity_scenarios_names_instances_by_the_whole_scenario():
+    """pooled:full:synthetic:mlp+full:synthetic:rosenbrock: instances synthetic:mlp:<i> (the scenario name
+    holds a colon); problems are the full-fidelity ones, references the scenarios' own."""
+    pool = get_benchmark("pooled:full:synthetic:mlp+full:synthetic:rosenbrock")
+    mlp = get_benchmark("synthetic:mlp")
+    instance = f"synthetic:mlp:{mlp.train_instances[1]}"
+    assert instance in pool.train_instances
+    problem = pool.problem(instance)
+    assert problem.benchmark.name == "full:synthetic:mlp" and problem.instance == mlp.train_instances[1]
+    assert problem.fidelity.r_min == problem.fidelity.r_max == mlp.fidelity.r_max
+    assert pool.owner(instance) == (mlp, mlp.train_instances[1])
+    assert get_reference(pool, instance) == get_reference(mlp, mlp.train_instances[1])
+    assert pool.instance_features(instance) == [1.0, 0.0]

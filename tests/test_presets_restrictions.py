@@ -126,3 +126,23 @@ def test_default_then_rf_is_metaopt_defaults_family_with_the_switch():
         restriction.complete({k: v for k, v in default.items() if k in space})
     assert {"switch_at", "lcb_kappa", "log_eta_fid", "kde_top_fraction"} <= set(space)
     assert "cost_model" not in space and "rf_n_trees" not in space  # the forest after the switch is SMAC's
+
+
+def test_no_fidelity_holds_every_design_a_problem_without_a_fidelity_can_use():
+    """The space of no_fidelity_race: presets as they are configured for a fidelity of one level (bohb
+    proposes one configuration at a time, metaopt_default keeps its batches of 20) are points of it;
+    what has nothing to act on without a fidelity or a cost (a cost penalty, a stopping rule) is not."""
+    from metaopt.core.benchmarks.base import Fidelity
+
+    restriction = get_restriction("no_fidelity")
+    space = restriction.space()
+    one_level = Fidelity("epoch", 81, 81, True)
+    for name in ("bohb", "smac_like", "metaopt_default", "metaopt_lcbench", "bo_gp_ei", "rs"):
+        config = PRESETS[name].config(one_level)
+        assert restriction.complete({k: v for k, v in config.items() if k in space}) == config, name
+    assert PRESETS["bohb"].config(one_level)["mu"] == 1
+    assert space["fidelity_schedule"].choices == ("single", "hb")
+    assert "stop_conv_patience" not in space and "cei_lambda" not in space and "liar" not in space
+    cost_aware = {**PRESETS["smac_like"].config(one_level), "acquisition": "ei", "cost_penalty": "eipu"}
+    with pytest.raises(UsageError, match="cost_penalty"):
+        restriction.complete({k: v for k, v in cost_aware.items() if k in space or k == "cost_penalty"})
