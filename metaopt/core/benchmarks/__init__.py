@@ -116,6 +116,16 @@ def _synthetic_scenarios(data_dir: Path | None) -> list[str]:
     return list(synthetic.FAMILIES)
 
 
+def _functions(scenario: str, data_dir: Path | None) -> Benchmark | None:
+    from metaopt.core.benchmarks.classic_functions import ClassicFunctionsBenchmark
+
+    return ClassicFunctionsBenchmark() if scenario == "classic4" else None
+
+
+def _functions_scenarios(data_dir: Path | None) -> list[str]:
+    return ["classic4"]
+
+
 def _live(scenario: str, data_dir: Path | None) -> Benchmark | None:
     if not scenario:
         return None
@@ -226,6 +236,7 @@ def _entry_point_kind(entry_point: EntryPoint) -> None:
 
 
 register_benchmark("synthetic", _synthetic, _synthetic_scenarios)
+register_benchmark("functions", _functions, _functions_scenarios)
 register_benchmark("live", _live, _live_scenarios)
 register_benchmark("yahpo", _yahpo, _yahpo_scenarios)
 register_benchmark("python", _python, _no_scenarios)
