@@ -30,6 +30,15 @@ class Preset:
     make: ConfigFn
     found_by: str | None = None
     """The study whose meta-optimization found this design (a design shipped from ``designs/``), else None."""
+    found_without_fidelity_by: str | None = None
+    """For a shipped design with a second design for problems without a fidelity (``metaopt_default``),
+    the study that found the second one."""
+
+    @property
+    def found_by_studies(self) -> tuple[str, ...]:
+        """Every study whose γ* this preset is, at some fidelity: a study leaves such a preset out of
+        its own initial design (:func:`metaopt.stages.meta.known_designs`), so that it finds it again."""
+        return tuple(s for s in (self.found_by, self.found_without_fidelity_by) if s)
 
     def config(self, fidelity: Fidelity) -> dict[str, Any]:
         """The validated, complete configuration for a problem with this fidelity range."""
@@ -251,11 +260,33 @@ DESIGNS_DIR = Path(__file__).parent / "designs"
 
 def _found_design(path: Path) -> Preset:
     """A preset from a design file: ``name``, ``description``, ``found_by`` (the study), ``regenerate``
-    (the command that finds it again) and ``gamma`` (a configuration of the full design space)."""
+    (the command that finds it again) and ``gamma`` (a configuration of the full design space); or a
+    default made of two (``metaopt_default``): ``name``, ``description``, ``with_fidelity`` (the name of
+    another design file's preset, used on a problem with a fidelity of more than one level) and
+    ``without_fidelity`` (``found_by``, ``regenerate`` and the design used on a problem without one,
+    i.e. a fidelity of one level, ``r_min == r_max``: ``gamma``, or ``preset``, the name of the preset
+    the study's selection chose, as it is configured there)."""
     entry = json.loads(path.read_text())
-    gamma = validate(entry["gamma"])
-    return Preset(entry["name"], entry["description"], f"found by studies/{entry['found_by']}.yaml "
-                  f"({entry['regenerate']})", lambda fidelity: dict(gamma), found_by=entry["found_by"])
+    if "with_fidelity" not in entry:
+        gamma = validate(entry["gamma"])
+        return Preset(entry["name"], entry["description"], f"found by studies/{entry['found_by']}.yaml "
+                      f"({entry['regenerate']})", lambda fidelity: dict(gamma), found_by=entry["found_by"])
+    with_fidelity = PRESETS[entry["with_fidelity"]]  # design files load in name order: it must sort before
+    second = entry["without_fidelity"]  # the study's γ*: a configuration it proposed, or a preset it selected
+    if "gamma" in second:
+        found = validate(second["gamma"])
+        without_fidelity: ConfigFn = lambda fidelity: dict(found)  # noqa: E731
+    else:
+        without_fidelity = PRESETS[second["preset"]].make
+
+    def make(fidelity: Fidelity) -> dict[str, Any]:
+        return with_fidelity.make(fidelity) if fidelity.r_min < fidelity.r_max else without_fidelity(fidelity)
+
+    chosen = f"{second['preset']}, selected" if "preset" in second else "found"
+    return Preset(entry["name"], entry["description"],
+                  f"with a fidelity {with_fidelity.name}, {with_fidelity.reference}; without one {chosen} by "
+                  f"studies/{second['found_by']}.yaml ({second['regenerate']})",
+                  make, found_by=with_fidelity.found_by, found_without_fidelity_by=second["found_by"])
 
 
 for _path in sorted(DESIGNS_DIR.glob("*.json")):
@@ -267,8 +298,10 @@ for _path in sorted(DESIGNS_DIR.glob("*.json")):
 
 DEFAULT_OPTIMIZER = "metaopt_default"
 """The optimizer of ``metaopt run`` without ``--optimizer`` and of :func:`metaopt.minimize` /
-:func:`metaopt.ask_tell` without ``optimizer``: the design the scenario-balanced pooled search found
-(``designs/metaopt_default.json``; held out per scenario in docs/results/README.md)."""
+:func:`metaopt.ask_tell` without ``optimizer`` (``designs/metaopt_default.json``): on a problem with a
+fidelity, metaopt_balanced, the design the scenario-balanced pooled search found; without one,
+smashy_lcbench_hb, the γ* of the search over problems without a fidelity (studies/no_fidelity_race.yaml).
+Both are held out per scenario in docs/results/README.md."""
 
 
 def get_preset(name: str) -> Preset:

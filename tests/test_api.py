@@ -427,6 +427,26 @@ def test_a_multi_fidelity_design_without_a_fidelity_warns():
         metaopt.minimize(Counted(), _space(), optimizer="hb", budget="2d")
 
 
+def test_without_a_fidelity_the_default_is_the_no_fidelity_search_design():
+    """metaopt_default on a problem without a fidelity is the design no_fidelity_race chose for such
+    problems (smashy_lcbench_hb, batches of 5 at the one level), not metaopt_balanced's batches of 20, and
+    it does not warn about a multi-fidelity schedule: it was chosen for one level."""
+    import warnings
+
+    args = dict(budget="5d", seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        default = metaopt.minimize(Counted(), _space(), **args)
+    with pytest.warns(UserWarning, match="optimizer smashy_lcbench_hb: .*no fidelity"):
+        chosen = metaopt.minimize(Counted(), _space(), optimizer="smashy_lcbench_hb", **args)
+    pd.testing.assert_frame_equal(default.trace, chosen.trace)
+    assert default.summary["config"]["mu"] == 5 and set(default.trace["batch"].value_counts()) == {5}
+    balanced = metaopt.minimize(Counted(), _space(), optimizer="metaopt_balanced", budget="5d", seed=2,
+                                fidelity=("epochs", 1, 27))
+    with_fidelity = metaopt.minimize(Counted(), _space(), budget="5d", seed=2, fidelity=("epochs", 1, 27))
+    pd.testing.assert_frame_equal(balanced.trace, with_fidelity.trace)
+
+
 def test_presets_show_gives_the_configuration_minimize_uses(capsys):
     assert main(["presets", "show", "bohb", "--fidelity", "1:27"]) in (0, None)
     shown = json.loads(capsys.readouterr().out)

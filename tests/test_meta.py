@@ -908,3 +908,23 @@ def test_a_bad_objective_transform_is_refused_naming_its_field(tmp_path, field, 
     path.write_text(STUDY.format(trials=4, out=tmp_path / "bad").replace("  trials: 4", f"  trials: 4\n  {field}: {value}"))
     with pytest.raises(UsageError, match=f"field 'meta.{field}'"):
         load_study(path)
+
+
+def test_the_default_is_listed_once_and_never_in_the_search_that_chose_it():
+    """metaopt_default is metaopt_balanced with a fidelity and smashy_lcbench_hb without one: a search lists
+    each design once, under its earlier name, and no_fidelity_race, whose γ* the second one is, keeps the
+    initial design it had before that design shipped (metaopt_balanced, then no metaopt_default)."""
+    from metaopt.core.budget import Budget as B
+    from metaopt.stages.meta import MetaSetup, known_designs
+    from metaopt.spaces.design_space import design_space
+    from metaopt.spaces.restrictions import get_restriction
+
+    full = known_designs(_setup(), design_space())
+    assert "metaopt_balanced" in full and "metaopt_default" not in full  # the same design: tried once
+    nofid = MetaSetup("pooled:full:synthetic:mlp+full:synthetic:rosenbrock", None, B.parse("4d", None), {},
+                      "no_fidelity", "regret", (1.0,))
+    space = get_restriction("no_fidelity").space()
+    before = list(known_designs(nofid, space))
+    assert "smashy_lcbench_hb" in before and "metaopt_balanced" in before and "metaopt_default" not in before
+    assert list(known_designs(nofid, space, found_by="no_fidelity_race")) == before
+    assert "metaopt_balanced" not in known_designs(_setup(), design_space(), found_by="default_balanced_mf")

@@ -28,7 +28,7 @@ from metaopt.core.errors import NoSuccessfulEvaluation, UsageError
 from metaopt.core.executor import make_executor
 from metaopt.engine.loop import AskTell, Batch, Result, Trial
 from metaopt.store.run_io import EvaluationLog, write_run
-from metaopt.spaces.presets import DEFAULT_OPTIMIZER
+from metaopt.spaces.presets import DEFAULT_OPTIMIZER, PRESETS
 from metaopt.spaces.resolve import resolve_optimizer
 from metaopt.core.store_utils import check_writable, output_lock
 
@@ -131,8 +131,12 @@ def _check_timeout(timeout: Any) -> float | None:
 
 
 def _warn_without_fidelity(optimizer: Any, config: Mapping[str, Any], benchmark: FunctionBenchmark) -> None:
-    """Warn when a multi-fidelity design runs on a problem without a fidelity (its schedule has one level)."""
+    """Warn when a multi-fidelity design runs on a problem without a fidelity (its schedule has one level),
+    unless it is a preset's design for problems without one (``metaopt_default``'s)."""
     if benchmark.has_fidelity or config["fidelity_schedule"] == "single":
+        return
+    preset = PRESETS.get(optimizer) if isinstance(optimizer, str) else None
+    if preset is not None and preset.found_without_fidelity_by:
         return
     name = optimizer if isinstance(optimizer, str) else "config"
     warnings.warn(f"optimizer {name}: a multi-fidelity design (fidelity_schedule={config['fidelity_schedule']}) "

@@ -111,7 +111,7 @@ def known_designs(setup: MetaSetup, space, extra: dict[str, dict[str, Any]] | No
     # pooled benchmark, whose members differ, its first member's.
     fidelity = bench.problem(bench.instances[0]).fidelity
     designs = {name: preset.config(fidelity) for name, preset in PRESETS.items()
-               if presets and (found_by is None or preset.found_by != found_by)}
+               if presets and found_by not in preset.found_by_studies}
     designs.update(extra or {})
     found: dict[str, Any] = {}
     seen: set[str] = set()
