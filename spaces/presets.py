@@ -260,33 +260,34 @@ DESIGNS_DIR = Path(__file__).parent / "designs"
 
 def _found_design(path: Path) -> Preset:
     """A preset from a design file: ``name``, ``description``, ``found_by`` (the study), ``regenerate``
-    (the command that finds it again) and ``gamma`` (a configuration of the full design space); or a
-    default made of two (``metaopt_default``): ``name``, ``description``, ``with_fidelity`` (the name of
-    another design file's preset, used on a problem with a fidelity of more than one level) and
-    ``without_fidelity`` (``found_by``, ``regenerate`` and the design used on a problem without one,
-    i.e. a fidelity of one level, ``r_min == r_max``: ``gamma``, or ``preset``, the name of the preset
-    the study's selection chose, as it is configured there)."""
+    (the command that finds it again) and ``gamma`` (a configuration of the full design space); or the
+    default optimizer, a design for problems with a fidelity and one for problems without (a fidelity of
+    one level, ``r_min == r_max``): ``name``, ``description``, ``with_fidelity`` and ``without_fidelity``,
+    each ``found_by``, ``regenerate`` and the study's γ*: ``gamma``, or ``preset``, the name of the preset
+    its selection chose (as that preset is configured for the problem's fidelity)."""
     entry = json.loads(path.read_text())
     if "with_fidelity" not in entry:
         gamma = validate(entry["gamma"])
         return Preset(entry["name"], entry["description"], f"found by studies/{entry['found_by']}.yaml "
                       f"({entry['regenerate']})", lambda fidelity: dict(gamma), found_by=entry["found_by"])
-    with_fidelity = PRESETS[entry["with_fidelity"]]  # design files load in name order: it must sort before
-    second = entry["without_fidelity"]  # the study's γ*: a configuration it proposed, or a preset it selected
-    if "gamma" in second:
-        found = validate(second["gamma"])
-        without_fidelity: ConfigFn = lambda fidelity: dict(found)  # noqa: E731
-    else:
-        without_fidelity = PRESETS[second["preset"]].make
+    with_fidelity, without_fidelity = (_part(entry[key]) for key in ("with_fidelity", "without_fidelity"))
 
     def make(fidelity: Fidelity) -> dict[str, Any]:
-        return with_fidelity.make(fidelity) if fidelity.r_min < fidelity.r_max else without_fidelity(fidelity)
+        return (with_fidelity if fidelity.r_min < fidelity.r_max else without_fidelity)[0](fidelity)
 
-    chosen = f"{second['preset']}, selected" if "preset" in second else "found"
     return Preset(entry["name"], entry["description"],
-                  f"with a fidelity {with_fidelity.name}, {with_fidelity.reference}; without one {chosen} by "
-                  f"studies/{second['found_by']}.yaml ({second['regenerate']})",
-                  make, found_by=with_fidelity.found_by, found_without_fidelity_by=second["found_by"])
+                  f"with a fidelity {with_fidelity[1]}; without one {without_fidelity[1]}", make,
+                  found_by=entry["with_fidelity"]["found_by"],
+                  found_without_fidelity_by=entry["without_fidelity"]["found_by"])
+
+
+def _part(part: dict[str, Any]) -> tuple[ConfigFn, str]:
+    """One part of the default's design file: its configuration function and where it comes from."""
+    where = f"the γ* of studies/{part['found_by']}.yaml ({part['regenerate']})"
+    if "preset" in part:  # a preset the study's selection chose (defined before this file loads)
+        return PRESETS[part["preset"]].make, f"{part['preset']}, {where}"
+    gamma = validate(part["gamma"])
+    return (lambda fidelity: dict(gamma)), where
 
 
 for _path in sorted(DESIGNS_DIR.glob("*.json")):
