@@ -14,7 +14,7 @@ on full-fidelity losses only.
 
 ``filter_then_rf`` does the same for multi-fidelity designs. Across scenarios the designs of the
 space are good at different budgets (docs/results/README.md, ``default_balanced_on_*``): Hyperband-like
-designs with a KDE sampler and a GP filter (``metaopt_default``) lead at 5·d and 10·d and on the synthetic
+designs with a KDE sampler and a GP filter (``metaopt_balanced``) lead at 5·d and 10·d and on the synthetic
 families, while the random forest on log losses with log-EI, one full-fidelity point at a time
 (``smac_like``, and the second half of ``cfo_then_rf``), converges furthest by 30·d on lcbench,
 rbv2_xgboost and nb301. ``filter_then_rf`` runs the configuration's own sample-and-filter under its

@@ -319,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     ]:
         p = sub.add_parser(cmd, help=helptext)
         p.add_argument("--optimizer", metavar="NAME", help="a preset name (see `metaopt presets`) or a JSON file "
-                       "(default: metaopt_default, the design the pooled meta-optimization found)"
+                       "(default: metaopt_default, the designs the pooled meta-optimizations found)"
                        + ("; or a peer (smac_hpo, smac_hb, optuna_tpe, flaml_cfo; syne_asha and syne_bohb on the "
                           "simulated clock)" if cmd == "run" else ""))
         p.add_argument("--config", metavar="FILE", help="a design-space configuration as a JSON object")

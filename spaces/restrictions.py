@@ -116,11 +116,11 @@ def _restrictions() -> dict[str, Restriction]:
                     "rules, the surrogate, its target and acquisition, and the local search are searched",
                     fixed={"proposal": "cfo_then_filter", "fidelity_schedule": "single", "mu": 1,
                            "stopping": "budget", "filter_method": "local_random"}),
-        # Not a paper's space either: the family of metaopt_default (the balanced pooled search's γ*) with
+        # Not a paper's space either: the family of metaopt_balanced (the balanced pooled search's γ*) with
         # SMAC's forest after a switch, which the pooled searches could propose but never reached
         # (studies/filter_then_rf_on_*.yaml probed it by hand: better at 30·d on five of six scenarios).
         Restriction("default_then_rf", "search",
-                    "metaopt_default's family: Hyperband with KDE samples filtered by a GP under a "
+                    "metaopt_balanced's family: Hyperband with KDE samples filtered by a GP under a "
                     "local-and-random acquisition search, then SMAC's random forest one full-fidelity point at "
                     "a time from switch_at on (proposal filter_then_rf): when to switch, the schedule, "
                     "promotion, the filter, the KDE, the GP, its target and acquisition are searched",

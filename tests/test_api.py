@@ -441,10 +441,8 @@ def test_without_a_fidelity_the_default_is_the_no_fidelity_search_design():
         chosen = metaopt.minimize(Counted(), _space(), optimizer="smashy_lcbench_hb", **args)
     pd.testing.assert_frame_equal(default.trace, chosen.trace)
     assert default.summary["config"]["mu"] == 5 and set(default.trace["batch"].value_counts()) == {5}
-    balanced = metaopt.minimize(Counted(), _space(), optimizer="metaopt_balanced", budget="5d", seed=2,
-                                fidelity=("epochs", 1, 27))
     with_fidelity = metaopt.minimize(Counted(), _space(), budget="5d", seed=2, fidelity=("epochs", 1, 27))
-    pd.testing.assert_frame_equal(balanced.trace, with_fidelity.trace)
+    assert with_fidelity.summary["config"]["proposal"] == "filter_then_rf" and with_fidelity.summary["config"]["mu"] == 47
 
 
 def test_presets_show_gives_the_configuration_minimize_uses(capsys):
@@ -520,13 +518,14 @@ def test_minimize_needs_only_declared_dependencies_and_not_yahpo():
 
 
 def test_the_default_optimizer_is_the_pooled_search_design():
-    """Without ``optimizer``, minimize and ask_tell run metaopt_default (the design the pooled
-    meta-optimization found; spaces/designs/metaopt_default.json): the same trace as naming it."""
+    """Without ``optimizer``, minimize and ask_tell run metaopt_default (with a fidelity the design the
+    race over the pooled training instances found; spaces/designs/metaopt_default.json): the same trace
+    as naming it."""
     import inspect
 
     from metaopt.spaces.presets import DEFAULT_OPTIMIZER, get_preset
 
-    assert DEFAULT_OPTIMIZER == "metaopt_default" and get_preset(DEFAULT_OPTIMIZER).found_by == "default_balanced_mf"
+    assert DEFAULT_OPTIMIZER == "metaopt_default" and get_preset(DEFAULT_OPTIMIZER).found_by == "default_switch_race"
     for function in (metaopt.minimize, metaopt.ask_tell):
         assert inspect.signature(function).parameters["optimizer"].default == "metaopt_default"
     args = dict(budget="10d", fidelity=_fidelity_spec(), seed=3)

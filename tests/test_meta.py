@@ -911,16 +911,21 @@ def test_a_bad_objective_transform_is_refused_naming_its_field(tmp_path, field, 
 
 
 def test_the_default_is_listed_once_and_never_in_the_search_that_chose_it():
-    """metaopt_default is metaopt_balanced with a fidelity and smashy_lcbench_hb without one: a search lists
-    each design once, under its earlier name, and no_fidelity_race, whose γ* the second one is, keeps the
-    initial design it had before that design shipped (metaopt_balanced, then no metaopt_default)."""
+    """metaopt_default is default_switch_race's γ* with a fidelity and smashy_lcbench_hb without one: a
+    search lists each design once, under its earlier name, leaves out every design it found itself, and
+    no_fidelity_race keeps the initial design it had before its γ* shipped (metaopt_balanced, the former
+    metaopt_default, in its place; no metaopt_default)."""
     from metaopt.core.budget import Budget as B
     from metaopt.stages.meta import MetaSetup, known_designs
     from metaopt.spaces.design_space import design_space
     from metaopt.spaces.restrictions import get_restriction
 
     full = known_designs(_setup(), design_space())
-    assert "metaopt_balanced" in full and "metaopt_default" not in full  # the same design: tried once
+    assert "metaopt_balanced" in full and "metaopt_default" in full
+    switch = known_designs(_setup("default_then_rf"), get_restriction("default_then_rf").space())
+    assert "metaopt_default" in switch
+    assert "metaopt_default" not in known_designs(_setup("default_then_rf"), get_restriction("default_then_rf").space(),
+                                                  found_by="default_switch_race")
     nofid = MetaSetup("pooled:full:synthetic:mlp+full:synthetic:rosenbrock", None, B.parse("4d", None), {},
                       "no_fidelity", "regret", (1.0,))
     space = get_restriction("no_fidelity").space()

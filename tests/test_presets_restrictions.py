@@ -111,14 +111,15 @@ def test_presets_json_serializable():
         json.dumps(preset.config(Fidelity("epoch", 1, 52, True)))
 
 
-def test_default_then_rf_is_metaopt_defaults_family_with_the_switch():
-    """The family default_then_rf searches holds metaopt_default with SMAC's forest after a switch (the
-    hand-made probe its study starts from), not metaopt_default itself, and fixes what makes it that family."""
+def test_default_then_rf_is_metaopt_balanceds_family_with_the_switch():
+    """The family default_then_rf searches holds metaopt_balanced with SMAC's forest after a switch (the
+    hand-made probe its study starts from), not metaopt_balanced itself, and fixes what makes it that family;
+    the γ* it found is metaopt_default's design for problems with a fidelity."""
     from metaopt.core.benchmarks.base import Fidelity
 
     restriction = get_restriction("default_then_rf")
     space = restriction.space()
-    default = PRESETS["metaopt_default"].config(Fidelity("epoch", 1, 52, True))
+    default = PRESETS["metaopt_balanced"].config(Fidelity("epoch", 1, 52, True))
     switched = json.loads((Path(__file__).parents[1] / "studies/gammas/metaopt_default_rf33.json").read_text())
     assert switched == validate({**default, "proposal": "filter_then_rf", "switch_at": 0.33})
     assert restriction.complete({k: v for k, v in switched.items() if k in space}) == switched
@@ -126,18 +127,21 @@ def test_default_then_rf_is_metaopt_defaults_family_with_the_switch():
         restriction.complete({k: v for k, v in default.items() if k in space})
     assert {"switch_at", "lcb_kappa", "log_eta_fid", "kde_top_fraction"} <= set(space)
     assert "cost_model" not in space and "rf_n_trees" not in space  # the forest after the switch is SMAC's
+    shipped = PRESETS["metaopt_default"].config(Fidelity("epoch", 1, 52, True))
+    assert restriction.complete({k: v for k, v in shipped.items() if k in space}) == shipped
+    assert PRESETS["metaopt_default"].found_by == "default_switch_race"
 
 
 def test_no_fidelity_holds_every_design_a_problem_without_a_fidelity_can_use():
     """The space of no_fidelity_race: presets as they are configured for a fidelity of one level (bohb
-    proposes one configuration at a time, metaopt_default keeps its batches of 20) are points of it;
+    proposes one configuration at a time, metaopt_balanced keeps its batches of 20) are points of it;
     what has nothing to act on without a fidelity or a cost (a cost penalty, a stopping rule) is not."""
     from metaopt.core.benchmarks.base import Fidelity
 
     restriction = get_restriction("no_fidelity")
     space = restriction.space()
     one_level = Fidelity("epoch", 81, 81, True)
-    for name in ("bohb", "smac_like", "metaopt_default", "metaopt_lcbench", "bo_gp_ei", "rs"):
+    for name in ("bohb", "smac_like", "metaopt_balanced", "metaopt_default", "metaopt_lcbench", "bo_gp_ei", "rs"):
         config = PRESETS[name].config(one_level)
         assert restriction.complete({k: v for k, v in config.items() if k in space}) == config, name
     assert PRESETS["bohb"].config(one_level)["mu"] == 1
