@@ -138,6 +138,12 @@ def _restrictions() -> dict[str, Restriction]:
                     "filter, surrogate, target and acquisition; no cost penalty, stopping rule or pending",
                     allowed={"fidelity_schedule": ("single", "hb")},
                     fixed={"stopping": "budget", "cost_penalty": "none", "pending": "ignore"}),
+        Restriction("no_fidelity_then_rf", "search",
+                    "no_fidelity with SMAC's forest after a switch (proposal filter_then_rf): any sampler, filter "
+                    "and surrogate up to switch_at, then one configuration at a time from SMAC's random forest",
+                    allowed={"fidelity_schedule": ("single", "hb")},
+                    fixed={"proposal": "filter_then_rf", "stopping": "budget", "cost_penalty": "none",
+                           "pending": "ignore"}),
     ]
     return {r.name: r for r in items}
 
