@@ -92,8 +92,8 @@ def test_forbidden_combinations_come_from_the_components_attributes():
 def test_benchmark_kinds_are_registered_in_listing_order(yahpo_data):
     names = benchmarks.list_benchmark_names(yahpo_data)
     assert [n.partition(":")[0] for n in names] == sorted(
-        (n.partition(":")[0] for n in names), key=["synthetic", "live", "yahpo"].index)
-    assert "synthetic:mlp" in names and "live:hgb" in names and "yahpo:lcbench" in names
+        (n.partition(":")[0] for n in names), key=["synthetic", "functions", "live", "yahpo"].index)
+    assert "synthetic:mlp" in names and "functions:classic4" in names and "live:hgb" in names and "yahpo:lcbench" in names
 
 
 def test_register_benchmark_adds_a_kind(monkeypatch):
