@@ -33,12 +33,15 @@ class Preset:
     found_without_fidelity_by: str | None = None
     """For a shipped design with a second design for problems without a fidelity (``metaopt_default``),
     the study that found the second one."""
+    built_on: tuple[str, ...] = ()
+    """Earlier searches whose results the design's searches started from (a design file's ``built_on``)."""
 
     @property
     def found_by_studies(self) -> tuple[str, ...]:
-        """Every study whose γ* this preset is, at some fidelity: a study leaves such a preset out of
-        its own initial design (:func:`metaopt.stages.meta.known_designs`), so that it finds it again."""
-        return tuple(s for s in (self.found_by, self.found_without_fidelity_by) if s)
+        """Every study whose γ* this preset is, at some fidelity, or that its searches built on: a study
+        leaves such a preset out of its own initial design (:func:`metaopt.stages.meta.known_designs`), so
+        that it proposes what it proposed before the design shipped, and finds it again the same way."""
+        return tuple(s for s in (self.found_by, self.found_without_fidelity_by, *self.built_on) if s)
 
     def config(self, fidelity: Fidelity) -> dict[str, Any]:
         """The validated, complete configuration for a problem with this fidelity range."""
@@ -263,8 +266,9 @@ def _found_design(path: Path) -> Preset:
     (the command that finds it again) and ``gamma`` (a configuration of the full design space); or the
     default optimizer, a design for problems with a fidelity and one for problems without (a fidelity of
     one level, ``r_min == r_max``): ``name``, ``description``, ``with_fidelity`` and ``without_fidelity``,
-    each ``found_by``, ``regenerate`` and the study's γ*: ``gamma``, or ``preset``, the name of the preset
-    its selection chose (as that preset is configured for the problem's fidelity)."""
+    each ``found_by``, ``regenerate``, the study's γ* (``gamma``, or ``preset``, the name of the preset its
+    selection chose, as that preset is configured for the problem's fidelity) and ``built_on`` (the
+    earlier searches it started from, which leave it out of their initial designs too)."""
     entry = json.loads(path.read_text())
     if "with_fidelity" not in entry:
         gamma = validate(entry["gamma"])
@@ -278,7 +282,9 @@ def _found_design(path: Path) -> Preset:
     return Preset(entry["name"], entry["description"],
                   f"with a fidelity {with_fidelity[1]}; without one {without_fidelity[1]}", make,
                   found_by=entry["with_fidelity"]["found_by"],
-                  found_without_fidelity_by=entry["without_fidelity"]["found_by"])
+                  found_without_fidelity_by=entry["without_fidelity"]["found_by"],
+                  built_on=tuple(study for key in ("with_fidelity", "without_fidelity")
+                                 for study in entry[key].get("built_on", [])))
 
 
 def _part(part: dict[str, Any]) -> tuple[ConfigFn, str]:

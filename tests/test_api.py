@@ -428,19 +428,22 @@ def test_a_multi_fidelity_design_without_a_fidelity_warns():
 
 
 def test_without_a_fidelity_the_default_is_the_no_fidelity_search_design():
-    """metaopt_default on a problem without a fidelity is the design no_fidelity_race chose for such
-    problems (smashy_lcbench_hb, batches of 5 at the one level), not metaopt_balanced's batches of 20, and
-    it does not warn about a multi-fidelity schedule: it was chosen for one level."""
+    """metaopt_default on a problem without a fidelity is the design no_fidelity_switch_race chose for such
+    problems (smashy_lcbench_hb's batches of 5 at the one level, SMAC's forest from half the budget on),
+    not metaopt_balanced's batches of 20, and it does not warn about a multi-fidelity schedule: it was
+    chosen for one level."""
     import warnings
 
     args = dict(budget="5d", seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         default = metaopt.minimize(Counted(), _space(), **args)
-    with pytest.warns(UserWarning, match="optimizer smashy_lcbench_hb: .*no fidelity"):
-        chosen = metaopt.minimize(Counted(), _space(), optimizer="smashy_lcbench_hb", **args)
+    gamma = Path(__file__).parents[1] / "studies/gammas/smashy_lcbench_hb_rf50.json"
+    with pytest.warns(UserWarning, match="no fidelity"):
+        chosen = metaopt.minimize(Counted(), _space(), optimizer=gamma, **args)
     pd.testing.assert_frame_equal(default.trace, chosen.trace)
-    assert default.summary["config"]["mu"] == 5 and set(default.trace["batch"].value_counts()) == {5}
+    sizes = default.trace["batch"].value_counts(sort=False).sort_index().tolist()
+    assert default.summary["config"]["mu"] == 5 and sizes[0] == 5 and sizes[-1] == 1  # batches of 5, then the forest
     with_fidelity = metaopt.minimize(Counted(), _space(), budget="5d", seed=2, fidelity=("epochs", 1, 27))
     assert with_fidelity.summary["config"]["proposal"] == "filter_then_rf" and with_fidelity.summary["config"]["mu"] == 47
 
