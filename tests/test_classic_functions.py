@@ -38,6 +38,7 @@ def test_the_scenario_is_six_held_out_problems_without_a_fidelity():
     again = bench.evaluate("michalewicz", configs[::-1], [1.0] * 20)
     assert np.array_equal(first.loss, again.loss[::-1]) and np.all(first.cost == 1.0)
     assert bench.best_known("ackley") == 0.0 and bench.best_known("hartmann4") is None
+    assert bench.fingerprint().startswith("functions:classic4+code:")  # an edit of the functions: new references
     with pytest.raises(UsageError, match="unknown instance 'sphere'.*rosenbrock"):
         bench.evaluate("sphere", configs[:1], [1.0])
     with pytest.raises(UsageError, match="fidelity"):

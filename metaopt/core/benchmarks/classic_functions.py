@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from ConfigSpace import ConfigurationSpace, Float
 
-from metaopt.core.benchmarks.base import Benchmark, Evaluation
+from metaopt.core.benchmarks.base import Benchmark, Evaluation, code_digest
 from metaopt.core.benchmarks.function import NO_FIDELITY
 from metaopt.core.errors import UsageError
 
@@ -84,7 +84,8 @@ regret reference's local refinement finds it)."""
 
 
 class ClassicFunctionsBenchmark(Benchmark):
-    """``functions:classic4``; see the module docstring. One search space per instance (its box)."""
+    """``functions:classic4``; see the module docstring. One search space, the unit box [0, 1]⁴, which
+    each instance maps onto its own box."""
 
     def __init__(self) -> None:
         self.name = "functions:classic4"
@@ -105,6 +106,11 @@ class ClassicFunctionsBenchmark(Benchmark):
             raise UsageError(f"unknown instance {instance!r} for benchmark {self.name}; known instances: "
                              f"{', '.join(FUNCTIONS)}")
         return FUNCTIONS[str(instance)]
+
+    def fingerprint(self) -> str:
+        """The name and the digest of this module, where the functions are defined: editing one gives new
+        cached regret references instead of stale ones."""
+        return f"{self.name}+code:{code_digest(ClassicFunctionsBenchmark)}"
 
     def best_known(self, instance: str) -> float | None:
         return self._function(instance)[3]
