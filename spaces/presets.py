@@ -266,34 +266,26 @@ def _found_design(path: Path) -> Preset:
     (the command that finds it again) and ``gamma`` (a configuration of the full design space); or the
     default optimizer, a design for problems with a fidelity and one for problems without (a fidelity of
     one level, ``r_min == r_max``): ``name``, ``description``, ``with_fidelity`` and ``without_fidelity``,
-    each ``found_by``, ``regenerate``, the study's γ* (``gamma``, or ``preset``, the name of the preset its
-    selection chose, as that preset is configured for the problem's fidelity) and ``built_on`` (the
-    earlier searches it started from, which leave it out of their initial designs too)."""
+    each ``found_by``, ``regenerate``, ``gamma`` (the study's γ*) and ``built_on`` (the earlier searches it
+    started from, which leave it out of their initial designs too)."""
     entry = json.loads(path.read_text())
     if "with_fidelity" not in entry:
         gamma = validate(entry["gamma"])
         return Preset(entry["name"], entry["description"], f"found by studies/{entry['found_by']}.yaml "
                       f"({entry['regenerate']})", lambda fidelity: dict(gamma), found_by=entry["found_by"])
-    with_fidelity, without_fidelity = (_part(entry[key]) for key in ("with_fidelity", "without_fidelity"))
+    parts = [entry["with_fidelity"], entry["without_fidelity"]]
+    with_fidelity, without_fidelity = (validate(part["gamma"]) for part in parts)
 
     def make(fidelity: Fidelity) -> dict[str, Any]:
-        return (with_fidelity if fidelity.r_min < fidelity.r_max else without_fidelity)[0](fidelity)
+        return dict(with_fidelity if fidelity.r_min < fidelity.r_max else without_fidelity)
 
+    with_where, without_where = (f"the γ* of studies/{part['found_by']}.yaml ({part['regenerate']})"
+                                 for part in parts)
     return Preset(entry["name"], entry["description"],
-                  f"with a fidelity {with_fidelity[1]}; without one {without_fidelity[1]}", make,
+                  f"with a fidelity {with_where}; without one {without_where}", make,
                   found_by=entry["with_fidelity"]["found_by"],
                   found_without_fidelity_by=entry["without_fidelity"]["found_by"],
-                  built_on=tuple(study for key in ("with_fidelity", "without_fidelity")
-                                 for study in entry[key].get("built_on", [])))
-
-
-def _part(part: dict[str, Any]) -> tuple[ConfigFn, str]:
-    """One part of the default's design file: its configuration function and where it comes from."""
-    where = f"the γ* of studies/{part['found_by']}.yaml ({part['regenerate']})"
-    if "preset" in part:  # a preset the study's selection chose (defined before this file loads)
-        return PRESETS[part["preset"]].make, f"{part['preset']}, {where}"
-    gamma = validate(part["gamma"])
-    return (lambda fidelity: dict(gamma)), where
+                  built_on=tuple(study for part in parts for study in part.get("built_on", [])))
 
 
 for _path in sorted(DESIGNS_DIR.glob("*.json")):
@@ -306,9 +298,8 @@ for _path in sorted(DESIGNS_DIR.glob("*.json")):
 DEFAULT_OPTIMIZER = "metaopt_default"
 """The optimizer of ``metaopt run`` without ``--optimizer`` and of :func:`metaopt.minimize` /
 :func:`metaopt.ask_tell` without ``optimizer`` (``designs/metaopt_default.json``): on a problem with a
-fidelity, metaopt_balanced, the design the scenario-balanced pooled search found; without one,
-smashy_lcbench_hb, the γ* of the search over problems without a fidelity (studies/no_fidelity_race.yaml).
-Both are held out per scenario in docs/results/README.md."""
+fidelity, the γ* of studies/default_switch_race.yaml; without one, the γ* of
+studies/no_fidelity_switch_race.yaml. Both are held out per scenario in docs/results/README.md."""
 
 
 def get_preset(name: str) -> Preset:

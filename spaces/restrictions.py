@@ -82,6 +82,8 @@ def _table4(name: str, rq: str, description: str, allowed: Mapping[str, tuple[st
 
 def _restrictions() -> dict[str, Restriction]:
     equal = {"fidelity_schedule": "equal"}
+    one_level = {"fidelity_schedule": ("single", "hb")}  # without a fidelity hb has one level
+    nothing_to_act_on = {"stopping": "budget", "cost_penalty": "none", "pending": "ignore"}  # without a fidelity
     items = [
         _table4("gamma1", "RQ4", "no multi-fidelity: every evaluation at r_max (η_fid → ∞, s = 1)",
                     fixed={"fidelity_schedule": "single"}),
@@ -136,14 +138,11 @@ def _restrictions() -> dict[str, Restriction]:
                     "every design for a problem without a fidelity: batches of mu configurations at full "
                     "fidelity (schedule single or hb, which has one level there), any proposal, sampler, "
                     "filter, surrogate, target and acquisition; no cost penalty, stopping rule or pending",
-                    allowed={"fidelity_schedule": ("single", "hb")},
-                    fixed={"stopping": "budget", "cost_penalty": "none", "pending": "ignore"}),
+                    allowed=one_level, fixed=nothing_to_act_on),
         Restriction("no_fidelity_then_rf", "search",
                     "no_fidelity with SMAC's forest after a switch (proposal filter_then_rf): any sampler, filter "
                     "and surrogate up to switch_at, then one configuration at a time from SMAC's random forest",
-                    allowed={"fidelity_schedule": ("single", "hb")},
-                    fixed={"proposal": "filter_then_rf", "stopping": "budget", "cost_penalty": "none",
-                           "pending": "ignore"}),
+                    allowed=one_level, fixed={**nothing_to_act_on, "proposal": "filter_then_rf"}),
     ]
     return {r.name: r for r in items}
 
