@@ -55,6 +55,17 @@ _seed_type = _count(0, SEED_LIMIT)
 """Seeds: 0 <= seed < 2**31 (metaopt.store.study_spec.SEED_LIMIT: what numpy and SMAC accept)."""
 _positive_type = _count(1)
 
+
+def _eta_type(text: str) -> float:
+    """``--eta``: a real number > 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number > 1, got {text!r}") from None
+    if not value > 1 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a number > 1, got {text}")
+    return value
+
 def _duration_type(text: str) -> float:
     """``--stop-after``: a duration such as ``90m``, ``2.5h`` or ``600s`` (a bare number: seconds)."""
     from metaopt.core.budget import parse_duration
@@ -170,6 +181,49 @@ def cmd_benchmark_eval(args: argparse.Namespace) -> None:
     text = "".join(json.dumps({**rec, "result": res}) + "\n" for rec, res in zip(records, results))
     atomic_write_text(Path(args.output), text)
     print(f"evaluated {len(records)} configurations on {bench.name}; wrote {args.output}")
+
+
+def cmd_benchmark_fidelity(args: argparse.Namespace) -> None:
+    from tqdm import tqdm
+
+    from metaopt.core.benchmarks import get_benchmark
+    from metaopt.core.benchmarks.fidelity_check import check_fidelity, summarize
+
+    if args.json:
+        check_writable(args.json, "--json", folder=False)
+    bench = get_benchmark(args.benchmark, args.yahpo_data)
+    if args.instances in ("test", "train", "all"):
+        instances = bench.instances_of(args.instances)
+    else:
+        try:
+            instances = bench.named_instances([i.strip() for i in args.instances.split(",")])
+        except UsageError as err:
+            raise UsageError(f"--instances: {err}") from None
+    instances = instances[: args.limit]
+    if not instances:
+        raise UsageError(f"--instances: {bench.name} has no {args.instances} instances")
+    problems = [(instance, bench.problem(instance)) for instance in instances]
+    for instance, problem in problems:  # a benchmark without a fidelity fails before any work
+        if problem.fidelity.r_min >= problem.fidelity.r_max:
+            raise UsageError(f"--benchmark: {bench.name} has no fidelity to check (r_min = r_max on {instance}); "
+                             "every evaluation is at full fidelity")
+    rows = []
+    for instance, problem in tqdm(problems, desc="instances", disable=args.quiet or len(problems) < 2):
+        rows += check_fidelity(problem, args.configs, args.seed, args.eta, label=str(instance))
+    if args.per_instance:
+        _print_table(pd.DataFrame([row.as_dict() for row in rows]).round(3))
+        print()
+    print(f"{bench.name}: {len(instances)} instances x {args.configs} random configurations (seed {args.seed}), "
+          f"each evaluated at Hyperband's rungs r_max / {args.eta:g}^k and at r_max")
+    _print_table(pd.DataFrame(summarize(rows)).round(3))
+    print("spearman: rank correlation of the losses at the rung and at r_max; top_recall: share of the best 10% "
+          "at r_max among the rung's best third; budget_share: r / r_max, what an evaluation there spends of "
+          "a run's budget; cost_share: its cost over a full evaluation's")
+    if args.json:
+        payload = {"benchmark": bench.name, "configs": args.configs, "seed": args.seed, "eta": args.eta,
+                   "rows": [row.as_dict() for row in rows], "summary": summarize(rows)}
+        atomic_write_text(Path(args.json), json.dumps(payload, indent=1) + "\n")
+        print(f"wrote {args.json}")
 
 
 def _cheap_end_override(values: list[str] | None, bench: Any) -> dict[str, str] | None:
@@ -296,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("components", help="list registered components by category, with their hyperparameters")
     p.set_defaults(func=cmd_components)
 
-    bench = sub.add_parser("benchmark", help="benchmarks: list them, evaluate configurations")
+    bench = sub.add_parser("benchmark", help="benchmarks: list them, evaluate configurations, check their fidelity")
     bsub = bench.add_subparsers(dest="benchmark_command", metavar="SUBCOMMAND", required=True)
     p = bsub.add_parser("list", help="benchmarks with instance counts, train/test sizes, fidelity, loss, cost")
     _add_data_option(p)
@@ -312,6 +366,26 @@ def build_parser() -> argparse.ArgumentParser:
                         "default: one batched call per instance (float32 rounding differences only)")
     _add_data_option(p)
     p.set_defaults(func=cmd_benchmark_eval)
+    p = bsub.add_parser("fidelity", help="does the fidelity pay? rank correlation of low fidelities with the full one",
+                        description="Draws random configurations, evaluates each at Hyperband's rungs "
+                                    "r_max / eta^k (down to r_min) and at r_max, and prints per rung the rank "
+                                    "correlation with the full fidelity, how many of the best configurations "
+                                    "the rung keeps, and what an evaluation there spends. Low correlations mean "
+                                    "a multi-fidelity schedule spends budget on rankings the full fidelity "
+                                    "does not share.")
+    p.add_argument("--benchmark", required=True, help="e.g. yahpo:lcbench or synthetic:mlp")
+    p.add_argument("--instances", default="test",
+                   help="test (default), train, all, or comma-separated instance ids")
+    p.add_argument("--limit", type=_positive_type, metavar="N", help="the first N of those instances")
+    p.add_argument("--configs", type=_count(10), default=200, metavar="N",
+                   help="random configurations per instance (default %(default)s)")
+    p.add_argument("--eta", type=_eta_type, default=3.0, help="the rungs' ratio (default %(default)s)")
+    p.add_argument("--seed", type=_seed_type, default=0, help="the configurations' seed (default %(default)s)")
+    p.add_argument("--per-instance", action="store_true", help="also print every instance's rows")
+    p.add_argument("--json", metavar="FILE", help="write the rows and the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_data_option(p)
+    p.set_defaults(func=cmd_benchmark_fidelity)
 
     for cmd, helptext, func in [
         ("run", "run one optimizer on one problem instance", cmd_run),

@@ -63,7 +63,8 @@ TABLE4_ALLOWED = {"fidelity_schedule": ("equal", "hb"), "proposal": ("sample_fil
                   "promotion": ("top",), "stopping": ("budget",)}
 TABLE4_FIXED = {"acquisition": "mean"}
 TABLE4_DEFAULTS = ("surrogate_target", "rf_n_trees", "rf_min_samples_leaf", "rf_max_features", "rf_bootstrap",
-                   "rf_refit_growth", "rf_max_samples", "rf_max_samples_per_feature", "initial_design_per_dim")
+                   "rf_refit_growth", "rf_max_samples", "rf_max_samples_per_feature", "initial_design_per_dim",
+                   "fidelity_floor")
 """Hyperparameters added after the paper's Table 4: its space leaves them at their defaults (the
 surrogate fitted on the losses, the 50-tree forest, no initial design), so it stays the space the
 paper searched."""
@@ -84,6 +85,8 @@ def _restrictions() -> dict[str, Restriction]:
     equal = {"fidelity_schedule": "equal"}
     one_level = {"fidelity_schedule": ("single", "hb")}  # without a fidelity hb has one level
     nothing_to_act_on = {"stopping": "budget", "cost_penalty": "none", "pending": "ignore"}  # without a fidelity
+    # Added after these searches ran: their spaces leave it at its default (no floor), as they searched them.
+    later = ("fidelity_floor",)
     items = [
         _table4("gamma1", "RQ4", "no multi-fidelity: every evaluation at r_max (η_fid → ∞, s = 1)",
                     fixed={"fidelity_schedule": "single"}),
@@ -129,7 +132,7 @@ def _restrictions() -> dict[str, Restriction]:
                     allowed={"acquisition": ("lcb", "ei", "logei"), "promotion": ("top", "cost_aware")},
                     fixed={"proposal": "filter_then_rf", "fidelity_schedule": "hb", "stopping": "budget",
                            "sampler": "kde", "filter_method": "local_random", "surrogate": "gp",
-                           "cost_penalty": "none"}),
+                           "cost_penalty": "none"}, defaults=later),
         # Not a paper's space: designs for problems without a fidelity (metaopt.minimize without
         # fidelity=, benchmarks full:<scenario>), where every evaluation is at full fidelity: a schedule
         # is a batch size (hb is single on one level, but keeps the presets written for it as points),
@@ -138,11 +141,11 @@ def _restrictions() -> dict[str, Restriction]:
                     "every design for a problem without a fidelity: batches of mu configurations at full "
                     "fidelity (schedule single or hb, which has one level there), any proposal, sampler, "
                     "filter, surrogate, target and acquisition; no cost penalty, stopping rule or pending",
-                    allowed=one_level, fixed=nothing_to_act_on),
+                    allowed=one_level, fixed=nothing_to_act_on, defaults=later),
         Restriction("no_fidelity_then_rf", "search",
                     "no_fidelity with SMAC's forest after a switch (proposal filter_then_rf): any sampler, filter "
                     "and surrogate up to switch_at, then one configuration at a time from SMAC's random forest",
-                    allowed=one_level, fixed={**nothing_to_act_on, "proposal": "filter_then_rf"}),
+                    allowed=one_level, fixed={**nothing_to_act_on, "proposal": "filter_then_rf"}, defaults=later),
     ]
     return {r.name: r for r in items}
 

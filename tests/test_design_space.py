@@ -30,7 +30,7 @@ def test_unknown_component_lists_known_ones():
 
 def test_components_declare_their_hyperparameters():
     hb = get_component("fidelity_schedules", "hb")
-    assert hb.hyperparameter_names == ["log_eta_fid", "survival_fraction"]
+    assert hb.hyperparameter_names == ["log_eta_fid", "survival_fraction", "fidelity_floor"]
     assert get_component("fidelity_schedules", "single").hyperparameter_names == []
 
 

@@ -95,3 +95,32 @@ def test_equal_batches_without_discards_are_single_fidelity():
 def test_single_fidelity():
     plan = next(SingleFidelity().brackets(LCBENCH, 5))
     assert [(st.fidelity, st.n_total, st.n_survivors) for st in plan.stages] == [(52.0, 5, 0)]
+
+
+def test_fidelity_floor_raises_the_lowest_stage_and_keeps_r_max():
+    """fidelity_floor x raises r_min to r_min^(1-x)·r_max^x: the brackets start there, fewer stages span
+    the range, r_max stays the last stage; x = 0 is the benchmark's own range, the same plans."""
+    from metaopt.components.async_schedules import AsyncSuccessiveHalving
+    from metaopt.components.fidelity_schedules import CostAwareHyperband, floored
+
+    assert floored(LCBENCH, 0.0) is LCBENCH
+    raised = floored(LCBENCH, 0.3)
+    assert raised.r_min == pytest.approx(52 ** 0.3) and raised.r_max == 52 and raised.is_int
+    for cls in (HyperbandBatches, SuccessiveHalving, EqualBatches, CostAwareHyperband):
+        plain, zero = cls(LOG3, 1 / 3), cls(LOG3, 1 / 3, fidelity_floor=0.0)
+        assert [p.stages for p in first_cycle(zero, LCBENCH, 27)] == [p.stages for p in first_cycle(plain, LCBENCH, 27)]
+        floor = cls(LOG3, 1 / 3, fidelity_floor=0.3)
+        plans = first_cycle(floor, LCBENCH, 27)
+        fidelities = [stage.fidelity for plan in plans for stage in plan.stages]
+        assert min(fidelities) == 6.0 and max(fidelities) == 52.0  # 52 / 3^2 = 5.8 >= 52^0.3 = 3.3: snapped to 6
+        assert floor.stages(LCBENCH) == n_stages(raised, 3) == 3 < plain.stages(LCBENCH) == 4
+    hb = HyperbandBatches(LOG3, 1 / 3, fidelity_floor=0.3)
+    assert [plan.stages[0].n_total for plan in first_cycle(hb, LCBENCH, 27)] == hyperband_bracket_sizes(27, 3, math.exp(LOG3), 1 / 3)
+    asha = AsyncSuccessiveHalving(LOG3, 1 / 3, fidelity_floor=0.3)
+    assert asha.rung_fidelities(LCBENCH) == [6.0, 17.0, 52.0]
+    assert AsyncSuccessiveHalving(LOG3, 1 / 3).rung_fidelities(LCBENCH) == [2.0, 6.0, 17.0, 52.0]
+    # a floor below the ladder's first rung changes nothing; on a fidelity of one level nothing either
+    assert first_cycle(HyperbandBatches(LOG3, 1 / 3, fidelity_floor=0.1), LCBENCH, 27) == \
+        first_cycle(HyperbandBatches(LOG3, 1 / 3), LCBENCH, 27)
+    one = Fidelity("epoch", 52, 52, is_int=True)
+    assert floored(one, 0.5) is one

@@ -739,17 +739,28 @@ def test_a_hyperparameter_added_at_its_neutral_default_keeps_every_designs_hash(
     from metaopt.spaces.presets import get_preset
     from metaopt.store.meta_archive import HASH_NEUTRAL_DEFAULTS
 
+    from metaopt.core.benchmarks.base import Fidelity
+
     space = design_space()
     for name, value in HASH_NEUTRAL_DEFAULTS.items():
         assert space[name].default_value == value, name
+    seen = set()
+    # the forest's caps are active in cfo_then_rf, the fidelity floor in bohb's Hyperband schedule
+    for preset in ("cfo_then_rf", "bohb"):
+        gamma = validate(get_preset(preset).config(Fidelity("epoch", 1, 52, True)))
+        active = [name for name in HASH_NEUTRAL_DEFAULTS if name in gamma]
+        assert active and all(gamma[name] == HASH_NEUTRAL_DEFAULTS[name] for name in active)
+        seen.update(active)
+        before = {k: v for k, v in gamma.items() if k not in HASH_NEUTRAL_DEFAULTS}
+        assert gamma_hash(gamma) == gamma_hash(before)
+        for name in active:  # each alone: a design from before only one of them existed
+            assert gamma_hash({k: v for k, v in gamma.items() if k != name}) == gamma_hash(gamma)
+    assert seen == set(HASH_NEUTRAL_DEFAULTS)
     gamma = validate(get_preset("cfo_then_rf").config(None))
-    assert gamma["surrogate"] == "rf" and all(gamma[name] == value for name, value in HASH_NEUTRAL_DEFAULTS.items())
-    before = {k: v for k, v in gamma.items() if k not in HASH_NEUTRAL_DEFAULTS}
-    assert gamma_hash(gamma) == gamma_hash(before)
-    for name in HASH_NEUTRAL_DEFAULTS:  # each alone: a design from before only one of them existed
-        assert gamma_hash({k: v for k, v in gamma.items() if k != name}) == gamma_hash(gamma)
     assert gamma_hash({**gamma, "rf_max_samples": 500}) != gamma_hash(gamma)
     assert gamma_hash({**gamma, "rf_max_samples_per_feature": 30}) != gamma_hash(gamma)
+    bohb = validate(get_preset("bohb").config(Fidelity("epoch", 1, 52, True)))
+    assert gamma_hash({**bohb, "fidelity_floor": 0.3}) != gamma_hash(bohb)
 
 
 def test_a_finished_search_is_restored_from_its_meta_archive_without_replaying(tmp_path, capsys):

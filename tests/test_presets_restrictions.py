@@ -120,7 +120,7 @@ def test_default_then_rf_is_metaopt_balanceds_family_with_the_switch():
     restriction = get_restriction("default_then_rf")
     space = restriction.space()
     default = PRESETS["metaopt_balanced"].config(Fidelity("epoch", 1, 52, True))
-    switched = json.loads((Path(__file__).parents[1] / "studies/gammas/metaopt_default_rf33.json").read_text())
+    switched = validate(json.loads((Path(__file__).parents[1] / "studies/gammas/metaopt_default_rf33.json").read_text()))
     assert switched == validate({**default, "proposal": "filter_then_rf", "switch_at": 0.33})
     assert restriction.complete({k: v for k, v in switched.items() if k in space}) == switched
     with pytest.raises(UsageError, match="proposal: value 'sample_filter' is not allowed"):

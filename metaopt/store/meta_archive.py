@@ -57,7 +57,7 @@ OBJECTIVE_TRANSFORM = "objective_transform"
 records of plain regret have none, as every record written before the field existed."""
 
 
-HASH_NEUTRAL_DEFAULTS: dict[str, Any] = {"rf_max_samples": 0, "rf_max_samples_per_feature": 0}
+HASH_NEUTRAL_DEFAULTS: dict[str, Any] = {"rf_max_samples": 0, "rf_max_samples_per_feature": 0, "fidelity_floor": 0.0}
 """Design-space hyperparameters added after committed archives were written, each with its default, the
 value that means "as before the hyperparameter existed": :func:`gamma_hash` leaves a hyperparameter at
 that value out, so a design keeps the identity it had in those archives (its stored runs are found, a
