@@ -436,6 +436,43 @@ def test_gamma_star_is_selected_by_reruns_of_the_top_candidates(tmp_path, capsys
     assert before == {name: (meta / name).read_bytes() for name in before}
 
 
+def test_the_selection_can_run_on_training_instances_the_search_did_not_run(tmp_path, capsys):
+    """meta.select_instances: the candidates are re-run on other training instances and γ* is the best
+    there; the search's runs are the same as without it; test instances and a missing selection are refused."""
+    from metaopt.core.benchmarks import get_benchmark
+
+    train = get_benchmark("synthetic:mlp").instances_of("train")
+    text = SELECTION_STUDY.replace("  initial_configs: [{extra}]\n", "")
+    plain, other = tmp_path / "plain.yaml", tmp_path / "other.yaml"
+    plain.write_text(text.format(out=tmp_path / "plain"))
+    other.write_text(text.format(out=tmp_path / "other").replace(
+        "  select_seeds: 2\n", f"  select_seeds: 2\n  select_instances: [{train[2]}, {train[3]}, {train[4]}]\n"))
+    assert main(["optimize", str(plain), "--quiet"]) == 0
+    assert main(["optimize", str(other), "--quiet"]) == 0
+    capsys.readouterr()
+    meta, plain_meta = tmp_path / "other" / "meta", tmp_path / "plain" / "meta"
+    assert (meta / "archive.csv").read_bytes() == (plain_meta / "archive.csv").read_bytes()
+    star, table = json.loads((meta / "gamma_star.json").read_text()), pd.read_csv(meta / "selection.csv")
+    plain_table = pd.read_csv(plain_meta / "selection.csv")
+    assert list(table["hash"]) == list(plain_table["hash"])  # the same candidates, scored elsewhere
+    assert star["selection"]["instances"] == train[2:5] and "of 3 instances the search did not run" in star["rule"]
+    records = [json.loads(p.read_text()) for p in (meta / "runs").rglob("*.json")]
+    selection_runs = [r for r in records if r["seed"] in star["selection"]["seeds"]]
+    assert len(selection_runs) == 3 * 3 * 2 and {r["instance"] for r in selection_runs} == set(train[2:5])
+    by_hash = {h: [r["objective"] for r in selection_runs if r["hash"] == h] for h in table["hash"]}
+    assert star["hash"] == min(by_hash, key=lambda h: (sum(by_hash[h]) / len(by_hash[h]), list(table["hash"]).index(h)))
+    assert star["mean_objective"] == pytest.approx(sum(by_hash[star["hash"]]) / 6)
+    test = get_benchmark("synthetic:mlp").instances_of("test")[0]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(other.read_text().replace(f"[{train[2]}, ", f"[{test}, "))
+    assert main(["optimize", str(bad), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "field 'meta.select_instances'" in err and "stay held out" in err
+    bad.write_text(other.read_text().replace("  select_top: 3\n", ""))
+    assert main(["optimize", str(bad), "--quiet"]) == 2
+    assert "select_instances" in capsys.readouterr().err
+
+
 def _archive(objectives: dict[str, dict[str, float]]) -> pd.DataFrame:
     """An archive with one trial per (configuration, instance) objective given."""
     return pd.DataFrame([{"hash": h, "instance": i, "seed": 0, "objective": y}

@@ -193,7 +193,8 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
              instance_features: dict[str, list[float]],
              trials: int, meta_seeds: list[int], executor: Executor, quiet: bool = False, *,
              batch_size: int, initial: dict[str, Any] | None = None, select_top: int = 0,
-             select_seeds: int = 0, select_min_instance_fraction: float = 1.0, optimizer: str = "smac",
+             select_seeds: int = 0, select_min_instance_fraction: float = 1.0,
+             select_instances: list[str] | None = None, optimizer: str = "smac",
              baselines: tuple[str, ...] = (), noise_seeds: int = 0, archive_file: Path | None = None,
              deadline: float | None = None, fidelity: MetaFidelity | None = None,
              inner_seeds: int = 1, clock: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -206,7 +207,8 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     join SMAC's initial design, in their order, as many as SMAC leaves room for (its initial design
     may not exceed the trials); random search ignores them. ``select_top`` > 0: γ* is chosen among
     that many best configurations after re-running them on ``select_seeds`` more seeds
-    (:func:`select_gamma_star`; ``select_min_instance_fraction``: which configurations may be candidates).
+    (:func:`select_gamma_star`; ``select_min_instance_fraction``: which configurations may be candidates;
+    ``select_instances``: where the candidates are re-run, default ``instances``).
     ``inner_seeds``: seeds per training instance SMAC's algorithm-configuration search races designs
     over (``meta.inner_seeds``). ``fidelity``: SMAC's multi-fidelity search over the inner budget (``meta.fidelity``); its trials
     below the full budget go to ``meta/archive_lower_budgets.csv``, and γ* is chosen among those at
@@ -277,7 +279,8 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
     star = choose_gamma_star(archive, instances, rows)
     if select_top > 0 and select_seeds > 0:
         star = select_gamma_star(store, setup, archive, rows, instances, select_top, select_seeds, cache, executor,
-                                 quiet, known, select_min_instance_fraction, known_runs, known_gammas)
+                                 quiet, known, select_min_instance_fraction, known_runs, known_gammas,
+                                 select_instances)
     star["known_design"] = known.get(star["hash"])
     if clock is not None:
         star["clock"] = clock
@@ -398,9 +401,11 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
                       instances: list[str], top: int, seeds: int, cache: dict[Key, dict[str, Any]],
                       executor: Executor, quiet: bool,
                       known: dict[str, str], min_instance_fraction: float, known_runs: pd.DataFrame,
-                      known_gammas: dict[str, dict[str, Any]]) -> dict[str, Any]:
+                      known_gammas: dict[str, dict[str, Any]],
+                      select_instances: list[str] | None = None) -> dict[str, Any]:
     """γ* chosen among the ``top`` best configurations of the archive after re-running each on ``seeds``
-    more seeds of every training instance; called once all meta-seeds have finished.
+    more seeds of every training instance (or of every instance of ``select_instances``, instances the
+    search did not run: ``meta.select_instances``); called once all meta-seeds have finished.
 
     The meta-objective is noisy (one inner run per trial), so the archive's best may be a lucky seed.
     Candidates: :func:`~metaopt.store.meta_archive.selection_pool` (the ``top`` best configurations run on all
@@ -420,6 +425,8 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
     pool = _with_best_known_design(pool, known_runs, instances)
     gammas = {h: _gamma_of(h, rows, known_gammas) for h in pool.index}
     chosen_seeds = _seeds_above_archive(archive, seeds)
+    searched_on = instances
+    instances = list(select_instances or instances)
     plan = [(h, instance, seed) for h in pool.index for instance in instances for seed in chosen_seeds]
     _run_plan(store, setup, plan, gammas, cache, executor, quiet, "selection: re-runs of the top candidates")
     scores = pd.DataFrame([{"hash": h, "instance": instance, "seed": seed,
@@ -448,10 +455,13 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
             "found_at_trial": int(found["trial"].iloc[0]) if len(found) else None,
             "n_configurations": int(archive["hash"].nunique()), "n_trials": int(len(archive)),
             "selection": {"candidates": int(len(pool)), "seeds": chosen_seeds,
-                          "table": store.selection_csv.relative_to(store.root).as_posix()},
+                          "table": store.selection_csv.relative_to(store.root).as_posix(),
+                          **({"instances": instances} if select_instances else {})},
             "rule": f"among the {searched} {_pool_rule(min_instance_fraction)} (pooled over meta-seeds)"
                     f"{' and the best known design' if len(pool) > searched else ''}, "
-                    f"the lowest mean objective over {seeds} further seeds per instance"}
+                    f"the lowest mean objective over {seeds} further seeds per instance"
+                    + (f" of {len(instances)} instances the search did not run" if set(instances) - set(searched_on)
+                       else "")}
 
 
 def _with_best_known_design(pool: pd.DataFrame, known_runs: pd.DataFrame, instances: list[str]) -> pd.DataFrame:

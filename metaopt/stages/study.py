@@ -62,10 +62,18 @@ class StudyContext:
             raise UsageError(f"{study.path}: field 'budget': typical-cost budgets ({spec.budget}) are for evaluation "
                              "studies; a meta-optimization needs 'Nd', 'N' or 'Ns'")
         self.meta_instances: list[str] = []
+        self.selection_instances: list[str] = []
+        """``meta.select_instances``: where γ*'s selection runs its candidates (empty: the meta instances)."""
         self.arms: dict[str | None, StudyStore] = {}
         """Meta-optimizations to run: restriction (None: the full space) -> the store holding its meta/."""
         if spec.meta is not None:
             self.meta_instances = self.select_instances(spec.meta.instances, "meta.instances")
+            if spec.meta.select_instances is not None:
+                self.selection_instances = self.select_instances(spec.meta.select_instances, "meta.select_instances")
+                held_out = [i for i in self.selection_instances if i in set(self.bench.instances_of("test"))]
+                if held_out:
+                    raise self._error("meta.select_instances", f"{', '.join(held_out[:5])} are test instances of "
+                                      f"{self.bench.name}: they stay held out; the selection runs on training instances")
             restriction = spec.meta.restriction
             if isinstance(restriction, list):
                 if not restriction or len(set(restriction)) != len(restriction):
@@ -157,7 +165,12 @@ class StudyContext:
             return None
         limit = meta.clock.limit(self.bench.d)
         assert limit is not None  # meta.clock's time limit is required
-        return {i: resolve_time_limit(limit, self.bench.problem(i)) for i in self.meta_instances}
+        return {i: resolve_time_limit(limit, self.bench.problem(i)) for i in self.search_and_selection_instances}
+
+    @property
+    def search_and_selection_instances(self) -> list[str]:
+        """The instances the optimize stage runs on: the search's, then the selection's others."""
+        return self.meta_instances + [i for i in self.selection_instances if i not in set(self.meta_instances)]
 
     def _error(self, field: str, message: str) -> UsageError:
         """A UsageError naming the study file and ``field``."""
@@ -378,7 +391,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
     if meta is None:
         raise UsageError(f"{ctx.study.path} has no 'meta' section: nothing to optimize (evaluation only)")
     assert isinstance(meta.seeds, list)  # the schema turns a count into its list
-    references = ctx.references(ctx.meta_instances, quiet)
+    references = ctx.references(ctx.search_and_selection_instances, quiet)
     time_limits = ctx.meta_time_limits()
     if meta.clock is not None and time_limits:
         print(f"optimize: every inner run on the simulated clock with {meta.clock.workers} workers, the objective "
@@ -407,7 +420,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
         star = optimize(arm, setup, space, ctx.meta_instances, features, meta.trials, meta.seeds, executor, quiet,
                         batch_size=meta.batch_size, initial=initial, select_top=meta.select_top,
                         select_seeds=meta.select_seeds, select_min_instance_fraction=meta.select_min_instance_fraction,
-                        optimizer=meta.optimizer, baselines=tuple(meta.baselines), noise_seeds=meta.noise_seeds,
+                        select_instances=ctx.selection_instances or None, optimizer=meta.optimizer, baselines=tuple(meta.baselines), noise_seeds=meta.noise_seeds,
                         archive_file=archives.get(restriction), deadline=deadline,
                         fidelity=meta.fidelity, inner_seeds=meta.inner_seeds,
                         clock=meta.clock.settings() if meta.clock else None)

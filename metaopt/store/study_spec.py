@@ -203,6 +203,11 @@ class MetaSpec(_InstancesAndSeeds):
     """γ* is chosen among this many best configurations after re-running them (0: the archive's best)."""
     select_seeds: int = Field(default=3, ge=1)
     """Further seeds per training instance for each of the ``select_top`` candidates."""
+    select_instances: InstanceSelection | list[str] | None = None
+    """Where the selection re-runs its ``select_top`` candidates (default: the search's training
+    instances): training instances the search did not run, so that γ* is the candidate that does best
+    on instances it was not chosen on (a search over few instances per scenario favours designs that
+    suit those). Test instances are refused: they stay held out."""
     select_min_instance_fraction: float = Field(default=1.0, gt=0, le=1)
     """Which configurations may be candidates: those run on at least this fraction of the training
     instances, ranked by their paired difference to the best run on all (1: only those run on all)."""
@@ -264,6 +269,11 @@ class MetaSpec(_InstancesAndSeeds):
             return {name: arm_archive(archive, name) for name in self.restriction}
         return {self.restriction: Path(archive)}
 
+    @field_validator("select_instances", mode="before")
+    @classmethod
+    def _select_instance_ids(cls, value: object) -> object:
+        return _ids(value)
+
     @model_validator(mode="after")
     def _fidelity_needs_smac(self) -> "MetaSpec":
         if self.fidelity is not None and self.optimizer != "smac":
@@ -276,6 +286,8 @@ class MetaSpec(_InstancesAndSeeds):
             # stored run's length does not tell whether the cap would have changed it (same_under_cap)
             raise ValueError("max_evals (an evaluation cap on the inner runs) is for runs off the clock: drop it "
                              "or clock")
+        if self.select_instances is not None and self.select_top == 0:
+            raise ValueError("select_instances: the instances of the selection need a selection (select_top > 0)")
         return self
 
     @field_validator("baselines")
