@@ -377,7 +377,9 @@ def gamma_table(study: StudySpec, star: dict[str, Any] | None, archive: pd.DataF
                 "meta-seed would have chosen alone." if star is not None and archive is not None
                 and archive["meta_seed"].nunique() > 1 else "")
     caption = (f"Configurations as points of the design space (γ*: mean meta-objective "
-               f"{fmt(star['mean_objective'])} on {star['n_instances']} training instances, chosen among "
+               f"{fmt(star['mean_objective'])} on {star['n_instances']} training instances"
+               + (" the search did not run" if (star.get("selection") or {}).get("instances") else "")
+               + ", chosen among "
                f"{star['n_configurations']} configurations in {star['n_trials']} SMAC trials"
                + (f"; it is the known design {star['known_design']} of SMAC's initial design" if star.get("known_design")
                   else "") + ")." if star else
@@ -500,6 +502,9 @@ def _selection_table(store: StudyStore, star: dict[str, Any] | None) -> Table | 
         "γ*": ["yes" if chosen else "" for chosen in table["chosen"]],
     })
     fresh = f"{seeds} fresh seeds" if seeds else "fresh seeds"
+    elsewhere = len(((star or {}).get("selection") or {}).get("instances") or [])
+    fresh += (f" of {elsewhere} other training instances, which the search did not run (meta.select_instances)"
+              if elsewhere else "")
     return Table(f"γ*'s selection: each candidate's mean objective over the training instances on the search's own "
                  f"seeds and on {fresh} per instance (± s.e. over instances), and its paired difference to γ* there "
                  "(> 0: γ* is better). Candidates are the best configurations of the search and the best known "

@@ -87,10 +87,6 @@ def _restrictions() -> dict[str, Restriction]:
     nothing_to_act_on = {"stopping": "budget", "cost_penalty": "none", "pending": "ignore"}  # without a fidelity
     # Added after these searches ran: their spaces leave it at its default (no floor), as they searched them.
     later = ("fidelity_floor",)
-    default_then_rf: dict[str, dict[str, Any]] = {
-        "allowed": {"acquisition": ("lcb", "ei", "logei"), "promotion": ("top", "cost_aware")},
-        "fixed": {"proposal": "filter_then_rf", "fidelity_schedule": "hb", "stopping": "budget", "sampler": "kde",
-                  "filter_method": "local_random", "surrogate": "gp", "cost_penalty": "none"}}
     items = [
         _table4("gamma1", "RQ4", "no multi-fidelity: every evaluation at r_max (η_fid → ∞, s = 1)",
                     fixed={"fidelity_schedule": "single"}),
@@ -133,13 +129,10 @@ def _restrictions() -> dict[str, Restriction]:
                     "local-and-random acquisition search, then SMAC's random forest one full-fidelity point at "
                     "a time from switch_at on (proposal filter_then_rf): when to switch, the schedule, "
                     "promotion, the filter, the KDE, the GP, its target and acquisition are searched",
-                    allowed=default_then_rf["allowed"], fixed=default_then_rf["fixed"], defaults=later),
-        # The same family with the schedule's lowest fidelity searched too (`metaopt benchmark fidelity`:
-        # lcbench's first epoch and rbv2's smallest training fractions rank configurations poorly).
-        Restriction("default_then_rf_floor", "search",
-                    "default_then_rf with the fidelity floor searched: the lowest fidelity of the Hyperband "
-                    "schedule, on the log scale from r_min to r_max, as well as everything default_then_rf searches",
-                    allowed=default_then_rf["allowed"], fixed=default_then_rf["fixed"]),
+                    allowed={"acquisition": ("lcb", "ei", "logei"), "promotion": ("top", "cost_aware")},
+                    fixed={"proposal": "filter_then_rf", "fidelity_schedule": "hb", "stopping": "budget",
+                           "sampler": "kde", "filter_method": "local_random", "surrogate": "gp",
+                           "cost_penalty": "none"}, defaults=later),
         # Not a paper's space: designs for problems without a fidelity (metaopt.minimize without
         # fidelity=, benchmarks full:<scenario>), where every evaluation is at full fidelity: a schedule
         # is a batch size (hb is single on one level, but keeps the presets written for it as points),
