@@ -11,7 +11,7 @@ ask/tell loop, ``metaopt.ask_tell(space, optimizer=...)`` (:mod:`metaopt.stages.
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["AskTell", "MinimizeResult", "Trial", "ask_tell", "minimize"]
+__all__ = ["AskTell", "MinimizeResult", "Trial", "ask_tell", "fidelity_check", "minimize"]
 
 
 def __getattr__(name: str) -> Any:

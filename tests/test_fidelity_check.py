@@ -96,3 +96,30 @@ def test_cli_bad_input_is_one_line_and_status_2(capsys, tmp_path, argv, fragment
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("metaopt: error: ") and fragment in lines[0], err
     assert not out_file.exists()
+
+
+def test_python_api_checks_a_users_objective():
+    """metaopt.fidelity_check: the same rows as the core check on the same function problem; a failing
+    objective is recorded only for the exception classes given in catch; no fidelity is refused."""
+    import metaopt
+
+    space = ConfigurationSpace({"x": Float("x", (0.0, 1.0))})
+
+    def objective(config, r):
+        return config["x"] + (0.5 * math.sin(20 * config["x"]) if r < 10 else 0.0)
+
+    rows = metaopt.fidelity_check(objective, space, ("epochs", 1, 81), n_configs=40, seed=2)
+    assert rows == check_fidelity(_problem(objective, ("epochs", 1, 81)), n_configs=40, seed=2)
+    assert rows[0].spearman == pytest.approx(1.0) and rows[1].spearman < 0.9
+
+    def failing(config, r):
+        if config["x"] > 0.8:
+            raise RuntimeError("diverged")
+        return config["x"]
+
+    with pytest.raises(RuntimeError, match="diverged"):
+        metaopt.fidelity_check(failing, space, ("epochs", 1, 81), n_configs=40)
+    caught = metaopt.fidelity_check(failing, space, ("epochs", 1, 81), n_configs=40, catch=(RuntimeError,))
+    assert all(row.n < 40 and row.spearman == pytest.approx(1.0) for row in caught)
+    with pytest.raises(UsageError, match="fidelity_check needs the fidelity"):
+        metaopt.fidelity_check(objective, space, None)

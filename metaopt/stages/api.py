@@ -22,6 +22,7 @@ from typing import Any, Mapping, cast
 from ConfigSpace import ConfigurationSpace
 
 from metaopt.core.benchmarks.base import Benchmark, Fidelity
+from metaopt.core.benchmarks.fidelity_check import RungCheck, check_fidelity
 from metaopt.core.benchmarks.function import FunctionBenchmark, Objective, call_objective
 from metaopt.core.budget import Budget
 from metaopt.core.errors import NoSuccessfulEvaluation, UsageError
@@ -32,7 +33,8 @@ from metaopt.spaces.presets import DEFAULT_OPTIMIZER, PRESETS
 from metaopt.spaces.resolve import resolve_optimizer
 from metaopt.core.store_utils import check_writable, output_lock
 
-__all__ = ["AskTell", "Batch", "MinimizeResult", "Result", "Trial", "ask_tell", "minimize", "optimizer_config"]
+__all__ = ["AskTell", "Batch", "MinimizeResult", "Result", "Trial", "ask_tell", "fidelity_check", "minimize",
+           "optimizer_config"]
 
 
 @dataclass
@@ -234,6 +236,25 @@ def minimize(objective: Objective, space: ConfigurationSpace, optimizer: str | M
                   if len(result.trace) else "no evaluation fit into the budget")
         raise NoSuccessfulEvaluation(f"minimize: {reason}; there is no best configuration")
     return MinimizeResult(result.trace, result.summary, result.config, result.loss, list(benchmark.errors))
+
+
+def fidelity_check(objective: Objective, space: ConfigurationSpace, fidelity: tuple | Fidelity, n_configs: int = 50,
+                   seed: int = 0, eta: float = 3.0, catch: tuple[type[BaseException], ...] = ()) -> list[RungCheck]:
+    """Does ``objective``'s fidelity pay? Before choosing a multi-fidelity design, evaluate ``n_configs``
+    random configurations of ``space`` (drawn with ``seed``) at Hyperband's rungs ``r_max / eta^k`` down to
+    ``r_min`` and at ``r_max`` (``n_configs`` × (rungs + 1) calls of the objective, in this process).
+
+    Returns one :class:`~metaopt.core.benchmarks.fidelity_check.RungCheck` per rung, highest fidelity first:
+    ``spearman`` is the rank correlation of its losses with the full fidelity's, ``top_recall`` the share of
+    the best 10% at ``r_max`` among the rung's best third. Where the low rungs rank configurations unlike
+    ``r_max``, a design without them (``fidelity=None`` in :func:`minimize`, or ``fidelity_floor``) spends
+    its budget better. Raises UsageError for a fidelity of one level or ``n_configs`` < 10. Failed evaluations
+    (NaN or ±inf, or an exception of a class in ``catch``, as in :func:`minimize`) are left out of the ranks.
+    """
+    if fidelity is None:
+        raise UsageError("fidelity: fidelity_check needs the fidelity (name, r_min, r_max) to check")
+    problem = FunctionBenchmark(objective, space, fidelity, catch=_check_catch(catch)).problem("0")
+    return check_fidelity(problem, n_configs, _check_seed(seed), eta)
 
 
 class _Driver:
