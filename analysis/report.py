@@ -501,12 +501,12 @@ def _selection_table(store: StudyStore, star: dict[str, Any] | None) -> Table | 
                                  table["chosen"])],
         "γ*": ["yes" if chosen else "" for chosen in table["chosen"]],
     })
-    fresh = f"{seeds} fresh seeds" if seeds else "fresh seeds"
+    fresh = (f"{seeds} fresh seeds" if seeds else "fresh seeds") + " per instance"
     elsewhere = len(((star or {}).get("selection") or {}).get("instances") or [])
-    fresh += (f" of {elsewhere} other training instances, which the search did not run (meta.select_instances)"
+    fresh += (f" of {elsewhere} other training instances, which the search did not run (meta.select_instances),"
               if elsewhere else "")
     return Table(f"γ*'s selection: each candidate's mean objective over the training instances on the search's own "
-                 f"seeds and on {fresh} per instance (± s.e. over instances), and its paired difference to γ* there "
+                 f"seeds and on {fresh} (± s.e. over instances), and its paired difference to γ* there "
                  "(> 0: γ* is better). Candidates are the best configurations of the search and the best known "
                  "design (name in parentheses) when it ran on every training instance; a drop from the first column "
                  "to the second is the search's selection of its luckiest runs.", shown)
