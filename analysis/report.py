@@ -503,7 +503,7 @@ def _selection_table(store: StudyStore, star: dict[str, Any] | None) -> Table | 
     })
     fresh = (f"{seeds} fresh seeds" if seeds else "fresh seeds") + " per instance"
     elsewhere = len(((star or {}).get("selection") or {}).get("instances") or [])
-    fresh += (f" of {elsewhere} other training instances, which the search did not run (meta.select_instances),"
+    fresh += (f" of {elsewhere} other training instances, which the search did not run (meta.select_instances)"
               if elsewhere else "")
     return Table(f"γ*'s selection: each candidate's mean objective over the training instances on the search's own "
                  f"seeds and on {fresh} (± s.e. over instances), and its paired difference to γ* there "
