@@ -46,3 +46,27 @@ def save_with_caption(fig: plt.Figure, path: Path, caption: str | None, fontsize
     fig.savefig(image, dpi=120, format=path.suffix.lstrip(".") or None)
     plt.close(fig)
     atomic_write_bytes(path, image.getvalue())
+
+
+def plot_fidelity_check(rows: pd.DataFrame, path: Path, caption: str | None = None) -> None:
+    """``metaopt benchmark fidelity --plot``: the rank correlation of each rung's losses with the full
+    fidelity's against the rung's budget share (log x), one line per benchmark (median over its instances,
+    band from the lowest to the highest instance); ``rows`` has the columns benchmark, instance,
+    budget_share and spearman (:class:`metaopt.core.benchmarks.fidelity_check.RungCheck` rows)."""
+    sns.set_theme(style="whitegrid", context="notebook")
+    names = list(dict.fromkeys(rows["benchmark"]))
+    palette = dict(zip(names, sns.color_palette("tab10" if len(names) <= 10 else "tab20", len(names))))
+    fig, ax = plt.subplots(figsize=(8.5, 4.8))
+    for name in names:
+        at = rows[rows["benchmark"] == name].groupby("rung").agg(
+            share=("budget_share", "median"), median=("spearman", "median"), low=("spearman", "min"),
+            high=("spearman", "max")).sort_values("share")
+        ax.plot(at["share"], at["median"], marker="o", color=palette[name], label=name)
+        ax.fill_between(at["share"], at["low"], at["high"], color=palette[name], alpha=0.12, linewidth=0)
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_ylim(-1.02, 1.02)
+    ax.set_xlabel("rung's fidelity r / r_max (what one evaluation there spends of the budget)")
+    ax.set_ylabel("Spearman ρ with the losses at r_max")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    save_with_caption(fig, path, caption, fontsize=8)

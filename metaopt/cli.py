@@ -189,41 +189,57 @@ def cmd_benchmark_fidelity(args: argparse.Namespace) -> None:
     from metaopt.core.benchmarks import get_benchmark
     from metaopt.core.benchmarks.fidelity_check import check_fidelity, summarize
 
-    if args.json:
-        check_writable(args.json, "--json", folder=False)
-    bench = get_benchmark(args.benchmark, args.yahpo_data)
-    if args.instances in ("test", "train", "all"):
-        instances = bench.instances_of(args.instances)
-    else:
-        try:
-            instances = bench.named_instances([i.strip() for i in args.instances.split(",")])
-        except UsageError as err:
-            raise UsageError(f"--instances: {err}") from None
-    instances = instances[: args.limit]
-    if not instances:
-        raise UsageError(f"--instances: {bench.name} has no {args.instances} instances")
-    problems = [(instance, bench.problem(instance)) for instance in instances]
-    for instance, problem in problems:  # a benchmark without a fidelity fails before any work
-        if problem.fidelity.r_min >= problem.fidelity.r_max:
-            raise UsageError(f"--benchmark: {bench.name} has no fidelity to check (r_min = r_max on {instance}); "
-                             "every evaluation is at full fidelity")
-    rows = []
-    for instance, problem in tqdm(problems, desc="instances", disable=args.quiet or len(problems) < 2):
-        rows += check_fidelity(problem, args.configs, args.seed, args.eta, label=str(instance))
-    if args.per_instance:
-        _print_table(pd.DataFrame([row.as_dict() for row in rows]).round(3))
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        if path:
+            check_writable(path, flag, folder=False)
+    work = []  # (benchmark, instance, problem) for every benchmark, checked before any evaluation
+    for name in [n.strip() for n in args.benchmark.split(",") if n.strip()]:
+        bench = get_benchmark(name, args.yahpo_data)
+        if args.instances in ("test", "train", "all"):
+            instances = bench.instances_of(args.instances)
+        else:
+            try:
+                instances = bench.named_instances([i.strip() for i in args.instances.split(",")])
+            except UsageError as err:
+                raise UsageError(f"--instances: {err}") from None
+        instances = instances[: args.limit]
+        if not instances:
+            raise UsageError(f"--instances: {bench.name} has no {args.instances} instances")
+        for instance in instances:
+            problem = bench.problem(instance)
+            if problem.fidelity.r_min >= problem.fidelity.r_max:
+                raise UsageError(f"--benchmark: {bench.name} has no fidelity to check (r_min = r_max on {instance}); "
+                                 "every evaluation is at full fidelity")
+            work.append((bench.name, str(instance), problem))
+    rows: dict[str, list] = {}
+    for name, instance, problem in tqdm(work, desc="instances", disable=args.quiet or len(work) < 2):
+        rows.setdefault(name, []).extend(check_fidelity(problem, args.configs, args.seed, args.eta, label=instance))
+    for name, checks in rows.items():
+        if args.per_instance:
+            _print_table(pd.DataFrame([row.as_dict() for row in checks]).round(3))
+            print()
+        print(f"{name}: {len({row.instance for row in checks})} instances x {args.configs} random configurations "
+              f"(seed {args.seed}), each evaluated at Hyperband's rungs r_max / {args.eta:g}^k and at r_max")
+        _print_table(pd.DataFrame(summarize(checks)).round(3))
         print()
-    print(f"{bench.name}: {len(instances)} instances x {args.configs} random configurations (seed {args.seed}), "
-          f"each evaluated at Hyperband's rungs r_max / {args.eta:g}^k and at r_max")
-    _print_table(pd.DataFrame(summarize(rows)).round(3))
     print("spearman: rank correlation of the losses at the rung and at r_max; top_recall: share of the best 10% "
           "at r_max among the rung's best third; budget_share: r / r_max, what an evaluation there spends of "
           "a run's budget; cost_share: its cost over a full evaluation's")
     if args.json:
-        payload = {"benchmark": bench.name, "configs": args.configs, "seed": args.seed, "eta": args.eta,
-                   "rows": [row.as_dict() for row in rows], "summary": summarize(rows)}
+        payload = {"configs": args.configs, "seed": args.seed, "eta": args.eta,
+                   "benchmarks": {name: {"rows": [row.as_dict() for row in checks], "summary": summarize(checks)}
+                                  for name, checks in rows.items()}}
         atomic_write_text(Path(args.json), json.dumps(payload, indent=1) + "\n")
         print(f"wrote {args.json}")
+    if args.plot:
+        from metaopt.analysis.plots import plot_fidelity_check
+
+        table = pd.DataFrame([{"benchmark": name, **row.as_dict()} for name, checks in rows.items() for row in checks])
+        plot_fidelity_check(table, Path(args.plot),
+                            f"{args.configs} random configurations per instance (seed {args.seed}), evaluated at "
+                            f"Hyperband's rungs r_max / {args.eta:g}^k down to r_min and at r_max; line: median over "
+                            "a benchmark's instances, band: lowest to highest instance.")
+        print(f"wrote {args.plot}")
 
 
 def _cheap_end_override(values: list[str] | None, bench: Any) -> dict[str, str] | None:
@@ -373,7 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the rung keeps, and what an evaluation there spends. Low correlations mean "
                                     "a multi-fidelity schedule spends budget on rankings the full fidelity "
                                     "does not share.")
-    p.add_argument("--benchmark", required=True, help="e.g. yahpo:lcbench or synthetic:mlp")
+    p.add_argument("--benchmark", required=True,
+                   help="e.g. yahpo:lcbench, or comma-separated benchmarks (one line each in --plot)")
     p.add_argument("--instances", default="test",
                    help="test (default), train, all, or comma-separated instance ids")
     p.add_argument("--limit", type=_positive_type, metavar="N", help="the first N of those instances")
@@ -383,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed_type, default=0, help="the configurations' seed (default %(default)s)")
     p.add_argument("--per-instance", action="store_true", help="also print every instance's rows")
     p.add_argument("--json", metavar="FILE", help="write the rows and the summary as JSON")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the rank correlation against the rung's fidelity")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_data_option(p)
     p.set_defaults(func=cmd_benchmark_fidelity)

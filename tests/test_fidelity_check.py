@@ -79,12 +79,24 @@ def test_cli_prints_the_summary_and_writes_json(capsys, tmp_path):
     assert "synthetic:boosting: 2 instances x 20 random configurations" in out and "spearman_median" in out
     payload = json.loads(out_file.read_text())
     assert payload["eta"] == 2 and payload["configs"] == 20
-    assert {row["instance"] for row in payload["rows"]} == set(get_benchmark("synthetic:boosting").instances_of("train")[:2])
-    assert [row["rung"] for row in payload["summary"]] == sorted({row["rung"] for row in payload["rows"]})
+    checked = payload["benchmarks"]["synthetic:boosting"]
+    assert {row["instance"] for row in checked["rows"]} == set(get_benchmark("synthetic:boosting").instances_of("train")[:2])
+    assert [row["rung"] for row in checked["summary"]] == sorted({row["rung"] for row in checked["rows"]})
+
+
+def test_cli_checks_several_benchmarks_and_draws_them(capsys, tmp_path):
+    plot, out_file = tmp_path / "rho.png", tmp_path / "check.json"
+    code = main(["benchmark", "fidelity", "--benchmark", "synthetic:mlp,synthetic:rosenbrock", "--limit", "2",
+                 "--configs", "12", "--plot", str(plot), "--json", str(out_file), "--quiet"])
+    out, _ = capsys.readouterr()
+    assert code == 0 and "synthetic:mlp: 2 instances" in out and "synthetic:rosenbrock: 2 instances" in out
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert set(json.loads(out_file.read_text())["benchmarks"]) == {"synthetic:mlp", "synthetic:rosenbrock"}
 
 
 @pytest.mark.parametrize("argv, fragment", [
     (["--benchmark", "functions:classic4"], "has no fidelity to check"),
+    (["--benchmark", "synthetic:mlp,functions:classic4"], "has no fidelity to check"),
     (["--benchmark", "synthetic:mlp", "--eta", "1"], "--eta: must be a number > 1"),
     (["--benchmark", "synthetic:mlp", "--configs", "3"], "--configs: must be an integer >= 10"),
     (["--benchmark", "synthetic:mlp", "--instances", "nope"], "--instances:"),
