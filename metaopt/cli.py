@@ -66,6 +66,7 @@ def _eta_type(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number > 1, got {text}")
     return value
 
+
 def _duration_type(text: str) -> float:
     """``--stop-after``: a duration such as ``90m``, ``2.5h`` or ``600s`` (a bare number: seconds)."""
     from metaopt.core.budget import parse_duration
@@ -183,6 +184,18 @@ def cmd_benchmark_eval(args: argparse.Namespace) -> None:
     print(f"evaluated {len(records)} configurations on {bench.name}; wrote {args.output}")
 
 
+def _chosen_instances(bench: Any, instances: str | None, limit: int | None) -> list[str]:
+    """``--instances test|train|all|ID,ID,...`` (default test) and ``--limit N`` of a command on ``bench``."""
+    if instances in (None, "test", "train", "all"):
+        chosen = bench.instances_of(instances or "test")
+    else:
+        try:
+            chosen = bench.named_instances([i.strip() for i in instances.split(",")])
+        except UsageError as err:
+            raise UsageError(f"--instances: {err}") from None
+    return list(chosen[:limit])
+
+
 def cmd_benchmark_fidelity(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
@@ -195,14 +208,7 @@ def cmd_benchmark_fidelity(args: argparse.Namespace) -> None:
     work = []  # (benchmark, instance, problem) for every benchmark, checked before any evaluation
     for name in [n.strip() for n in args.benchmark.split(",") if n.strip()]:
         bench = get_benchmark(name, args.yahpo_data)
-        if args.instances in ("test", "train", "all"):
-            instances = bench.instances_of(args.instances)
-        else:
-            try:
-                instances = bench.named_instances([i.strip() for i in args.instances.split(",")])
-            except UsageError as err:
-                raise UsageError(f"--instances: {err}") from None
-        instances = instances[: args.limit]
+        instances = _chosen_instances(bench, args.instances, args.limit)
         if not instances:
             raise UsageError(f"--instances: {bench.name} has no {args.instances} instances")
         for instance in instances:
@@ -781,14 +787,7 @@ def cmd_ablate(args: argparse.Namespace) -> None:
         with output_lock(Path(args.out)):
             tables = run_ablation(spec, Path(args.out), None, args.quiet)
     else:
-        if args.instances in (None, "test", "train", "all"):
-            instances = bench.instances_of(args.instances or "test")
-        else:
-            try:
-                instances = bench.named_instances([i.strip() for i in args.instances.split(",")])
-            except UsageError as err:
-                raise UsageError(f"--instances: {err}") from None
-        spec = AblationSpec(**common, instances=tuple(instances[: args.limit]),
+        spec = AblationSpec(**common, instances=tuple(_chosen_instances(bench, args.instances, args.limit)),
                             seeds=tuple(range(1, (args.seeds or 1) + 1)),
                             budget=Budget.parse(args.budget or study_budget or "30d", bench.d), race=args.race)
         with output_lock(Path(args.out)), make_executor(args.workers, args.scheduler) as executor:
