@@ -36,7 +36,8 @@ class RungCheck:
 
     instance: str
     rung: int
-    """k of the rung ``r_max / eta^k`` (0: the full fidelity itself is not a row)."""
+    """The rung's place below r_max, highest fidelity first: 1 is ``r_max / eta``, then ``r_max / eta^2`` and so
+    on (rungs that snap to the same fidelity, as an integer fidelity's may, count once)."""
     fidelity: float
     """The fidelity evaluated (snapped to the problem's range: an integer fidelity is rounded)."""
     budget_share: float
