@@ -82,8 +82,8 @@ class AsyncSuccessiveHalving(_MultiFidelity):
 
     def rung_fidelities(self, fidelity: Fidelity) -> list[float]:
         """r_1..r_s, the fidelities of the rungs (those of the synchronous schedules' stages)."""
-        s = self.stages(fidelity)
-        return [stage_fidelity(self.floored(fidelity), j, s, self.eta_fid) for j in range(1, s + 1)]
+        s, floored = self.stages(fidelity), self.floored(fidelity)
+        return [stage_fidelity(floored, j, s, self.eta_fid) for j in range(1, s + 1)]
 
     def next_job(self, rungs: list[RungResults]) -> tuple[int | None, int]:
         """Called whenever a worker is free: (configuration ID to promote, or None for a new one; rung index).

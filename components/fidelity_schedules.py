@@ -263,8 +263,7 @@ class _MultiFidelity(FidelitySchedule):
           "equal batches: μ points per stage, survivors refilled with new samples")
 class EqualBatches(_MultiFidelity):
     def brackets(self, fidelity: Fidelity, mu: int) -> Iterator[BracketPlan]:
-        fidelity = self.floored(fidelity)
-        s = n_stages(fidelity, self.eta_fid)
+        s, fidelity = self.stages(fidelity), self.floored(fidelity)
         keep = min(max(round(mu * self.survival_fraction), 1), mu)
         if keep >= mu:  # nobody is ever discarded: only the last stage matters
             plan = BracketPlan(1, (Stage(s, fidelity.r_max, mu, 0),), refill=True)
@@ -280,8 +279,7 @@ class EqualBatches(_MultiFidelity):
 @register("fidelity_schedules", "sh", MULTI_FIDELITY_HPS, "successive halving: bracket 1 of Hyperband, repeated")
 class SuccessiveHalving(_MultiFidelity):
     def brackets(self, fidelity: Fidelity, mu: int) -> Iterator[BracketPlan]:
-        fidelity = self.floored(fidelity)
-        plan = shrinking_plan(1, mu, n_stages(fidelity, self.eta_fid), fidelity, self.eta_fid, self.survival_fraction)
+        plan = shrinking_plan(1, mu, self.stages(fidelity), self.floored(fidelity), self.eta_fid, self.survival_fraction)
         while True:
             yield plan
 

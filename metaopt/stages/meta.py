@@ -425,19 +425,18 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
     pool = _with_best_known_design(pool, known_runs, instances)
     gammas = {h: _gamma_of(h, rows, known_gammas) for h in pool.index}
     chosen_seeds = _seeds_above_archive(archive, seeds)
-    searched_on = instances
-    instances = list(select_instances or instances)
-    plan = [(h, instance, seed) for h in pool.index for instance in instances for seed in chosen_seeds]
+    scored_on = list(select_instances or instances)  # meta.select_instances, else the search's
+    plan = [(h, instance, seed) for h in pool.index for instance in scored_on for seed in chosen_seeds]
     _run_plan(store, setup, plan, gammas, cache, executor, quiet, "selection: re-runs of the top candidates")
     scores = pd.DataFrame([{"hash": h, "instance": instance, "seed": seed,
                             "objective": cache[(h, instance, seed)]["objective"] if (h, instance, seed) in cache
                             else CRASH_OBJECTIVE} for h, instance, seed in plan])
     by_instance = scores.groupby(["hash", "instance"], sort=False)["objective"].mean().unstack("instance")
-    by_instance = by_instance.loc[list(pool.index), instances]
+    by_instance = by_instance.loc[list(pool.index), scored_on]
     score = by_instance.mean(axis=1)
     best = str(score.idxmin())
     difference = by_instance.sub(by_instance.loc[best], axis=1)
-    n = len(instances)
+    n = len(scored_on)
     table = pd.DataFrame({
         "hash": pool.index, "search_mean": pool["mean"].to_numpy(), "search_instances": pool["n_instances"].to_numpy(),
         "search_difference": pool["difference"].to_numpy(), "selection_mean": score.to_numpy(),
@@ -456,12 +455,11 @@ def select_gamma_star(store: StudyStore, setup: MetaSetup, archive: pd.DataFrame
             "n_configurations": int(archive["hash"].nunique()), "n_trials": int(len(archive)),
             "selection": {"candidates": int(len(pool)), "seeds": chosen_seeds,
                           "table": store.selection_csv.relative_to(store.root).as_posix(),
-                          **({"instances": instances} if select_instances else {})},
+                          **({"instances": scored_on} if select_instances else {})},
             "rule": f"among the {searched} {_pool_rule(min_instance_fraction)} (pooled over meta-seeds)"
                     f"{' and the best known design' if len(pool) > searched else ''}, "
                     f"the lowest mean objective over {seeds} further seeds per instance"
-                    + (f" of {len(instances)} instances the search did not run" if set(instances) - set(searched_on)
-                       else "")}
+                    + (f" of {n} instances the search did not run" if select_instances else "")}
 
 
 def _with_best_known_design(pool: pd.DataFrame, known_runs: pd.DataFrame, instances: list[str]) -> pd.DataFrame:

@@ -70,7 +70,8 @@ class StudyContext:
             self.meta_instances = self.select_instances(spec.meta.instances, "meta.instances")
             if spec.meta.select_instances is not None:
                 self.selection_instances = self.select_instances(spec.meta.select_instances, "meta.select_instances")
-                held_out = [i for i in self.selection_instances if i in set(self.bench.instances_of("test"))]
+                test = set(self.bench.instances_of("test"))
+                held_out = [i for i in self.selection_instances if i in test]
                 if held_out:
                     raise self._error("meta.select_instances", f"{', '.join(held_out[:5])} are test instances of "
                                       f"{self.bench.name}: they stay held out; the selection runs on training instances")
@@ -170,7 +171,8 @@ class StudyContext:
     @property
     def search_and_selection_instances(self) -> list[str]:
         """The instances the optimize stage runs on: the search's, then the selection's others."""
-        return self.meta_instances + [i for i in self.selection_instances if i not in set(self.meta_instances)]
+        searched = set(self.meta_instances)
+        return self.meta_instances + [i for i in self.selection_instances if i not in searched]
 
     def _error(self, field: str, message: str) -> UsageError:
         """A UsageError naming the study file and ``field``."""
