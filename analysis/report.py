@@ -378,7 +378,7 @@ def gamma_table(study: StudySpec, star: dict[str, Any] | None, archive: pd.DataF
                 and archive["meta_seed"].nunique() > 1 else "")
     caption = (f"Configurations as points of the design space (γ*: mean meta-objective "
                f"{fmt(star['mean_objective'])} on {star['n_instances']} training instances"
-               + (" the search did not run" if (star.get("selection") or {}).get("instances") else "")
+               + (" the search did not run" if _selected_elsewhere(star) else "")
                + ", chosen among "
                f"{star['n_configurations']} configurations in {star['n_trials']} SMAC trials"
                + (f"; it is the known design {star['known_design']} of SMAC's initial design" if star.get("known_design")
@@ -480,6 +480,12 @@ def search_section(study: StudySpec, output: Path) -> Section | None:
     return section
 
 
+def _selected_elsewhere(star: dict[str, Any] | None) -> int:
+    """How many training instances the search did not run γ*'s selection ran on (``meta.select_instances``
+    in ``gamma_star.json``); 0 when it ran on the search's own."""
+    return len(((star or {}).get("selection") or {}).get("instances") or [])
+
+
 def _selection_table(store: StudyStore, star: dict[str, Any] | None) -> Table | None:
     """γ*'s selection (``meta.select_top``) from ``meta/selection.csv``: each candidate's mean objective on
     the search's own seeds and on the selection's fresh seeds, side by side, so that a reader sees how
@@ -502,7 +508,7 @@ def _selection_table(store: StudyStore, star: dict[str, Any] | None) -> Table | 
         "γ*": ["yes" if chosen else "" for chosen in table["chosen"]],
     })
     fresh = (f"{seeds} fresh seeds" if seeds else "fresh seeds") + " per instance"
-    elsewhere = len(((star or {}).get("selection") or {}).get("instances") or [])
+    elsewhere = _selected_elsewhere(star)
     fresh += (f" of {elsewhere} other training instances, which the search did not run (meta.select_instances)"
               if elsewhere else "")
     return Table(f"γ*'s selection: each candidate's mean objective over the training instances on the search's own "
