@@ -66,6 +66,17 @@ class BenchConfig:
     """The replay section: the archive's first trials replayed per arm."""
     replay_repeats: int = 2
     """The replay section: replays per arm, alternating."""
+    meta_fidelity_studies: tuple[str, str] = ("studies/lcbench_search.yaml", "studies/lcbench_search_mf.yaml")
+    """The meta_fidelity section (:mod:`metaopt.bench.meta_fidelity`): a search at one inner budget and the
+    same search over the inner budget (SMAC's multi-fidelity facade), on one CPU budget."""
+    meta_fidelity_trials: int | None = None
+    """The meta_fidelity section: trials per meta-seed of the one-fidelity search (None: its study's own); the
+    multi-fidelity search runs as long as that one took."""
+    meta_fidelity_meta_seeds: tuple[int, ...] | None = None
+    """The meta_fidelity section: the meta-seeds both searches run (None: the studies' own)."""
+    meta_fidelity_judge_seeds: int = 5
+    """The meta_fidelity section: fresh seeds per training instance on which both γ* are re-run."""
+    meta_fidelity_workers: int = 2
     clock_instances: int = 3
     clock_seeds: int = 2
     clock_workers: int = 8
@@ -94,4 +105,6 @@ QUICK = BenchConfig("quick", seeds=1, peer_instances=1, peer_seeds=1, budget="10
                     scaling_budgets=("5d", "10d", "20d"),
                     scaling_max_run_s=20.0, baseline_trials=8, baseline_repeats=1, baseline_timeout_s=600.0,
                     replay_trials=60, replay_repeats=1,
+                    meta_fidelity_trials=40, meta_fidelity_meta_seeds=(1,), meta_fidelity_judge_seeds=1,
+                    meta_fidelity_workers=1,
                     clock_instances=1, clock_seeds=1)

@@ -17,6 +17,10 @@ noisy machine):
   names and under this checkout, back to back (:mod:`metaopt.bench.baseline`).
 - ``clock``: the simulated clock's cost per evaluation, and designs' regret against simulated
   wall-clock time with several workers (:mod:`metaopt.bench.clock`).
+- ``replay``: SMAC's own time in a long search, replayed from its archive (:mod:`metaopt.bench.replay`).
+- ``meta_fidelity``: a search at one inner budget against the same search over the inner budget, on one
+  CPU budget: meta-trials per CPU-hour and the quality of each γ* on the same fresh runs
+  (:mod:`metaopt.bench.meta_fidelity`).
 
 A run (benchmark, instance, optimizer, seed, budget) is measured once per invocation and shared by
 the sections that need it. Before its first timed run on a benchmark, every optimizer makes one
@@ -45,7 +49,7 @@ from metaopt.core.errors import UsageError
 from metaopt.core.references import get_reference
 from metaopt.core.store_utils import atomic_write_text, read_json_file
 
-SECTIONS = ("overhead", "peers", "meta", "scaling", "api", "baseline", "clock", "replay")
+SECTIONS = ("overhead", "peers", "meta", "scaling", "api", "baseline", "clock", "replay", "meta_fidelity")
 WARMUP_BUDGET = "1d"
 
 
@@ -277,6 +281,10 @@ def run_bench(sections: str, quick: bool, out: Path, md: Path, seeds: int | None
             from metaopt.bench.replay import replay_section
 
             data = replay_section(config, yahpo_data)
+        elif section == "meta_fidelity":
+            from metaopt.bench.meta_fidelity import meta_fidelity_section
+
+            data = meta_fidelity_section(config, yahpo_data)
         else:
             raise AssertionError(f"unhandled section {section}")
         data["wall_time_s"] = time.perf_counter() - section_started

@@ -762,6 +762,47 @@ def _replay(section: dict[str, Any]) -> list[str]:
                "change; the wall time depends on what else ran)." if busy > 0.5 else "."), ""]
 
 
+def _meta_fidelity(section: dict[str, Any]) -> list[str]:
+    one, multi = section["arms"]
+    rows = []
+    for arm in (one, multi):
+        star = arm["gamma_star"] + (f" ({arm['gamma_star_known_design']})" if arm["gamma_star_known_design"] else "")
+        rows.append({
+            "study": f"`{arm['study']}`", "search": arm["search"],
+            "trials per meta-seed": "/".join(map(str, arm["trials_finished"]))
+                                    + (" (stopped at the time)" if arm["stopped_at_time"] else ""),
+            "inner runs (by inner budget)": f"{arm['inner_runs']} ("
+                                            + ", ".join(f"{n} at {b}" for b, n in arm["by_inner_budget"].items()) + ")",
+            "full-run equivalents": f"{arm['full_equivalents']:.0f}",
+            "inner CPU [h]": f"{arm['inner_cpu_s'] / 3600:.3f}", "wall [s]": _seconds(arm["wall_s"]),
+            "inner runs per CPU-hour": f"{arm['runs_per_cpu_hour']:.0f}",
+            "selection runs": arm["selection_runs"], "γ*": star,
+            "γ* on the judge's runs": _mean_se(arm["judged"]),
+        })
+    deltas = [b - a for a, b in zip(one["judged"], multi["judged"])]
+    quality = ("Both searches chose the same γ*." if section["same_gamma_star"] else
+               f"γ* of the multi-fidelity search − γ* of the one-fidelity search on the judge's runs: "
+               f"{np.mean(deltas):+.4f} ± {_se(deltas):.4f} over {len(deltas)} instances "
+               f"(Wilcoxon p = {_wilcoxon(deltas):.2g}; < 0: the multi-fidelity search's γ* is better).")
+    busy = max(arm["busy_cores_before"] for arm in (one, multi))
+    return ["## 9. Cheaper meta-trials: one inner budget against the multi-fidelity search, on one CPU budget", "",
+            f"{section['benchmark']} at {section['budget']}, {len(section['instances'])} training instances, "
+            f"{section['workers']} worker(s), both searches in this process from empty stores. The first study's "
+            "search runs its trials; the second's (SMAC's multi-fidelity facade over the inner budget: a design "
+            "is run on every training instance at a fraction of the inner budget and the best are promoted) runs "
+            "for as long as the first took, and is stopped there. Each then selects its γ* by its study's rule. "
+            "A meta-trial is an inner run (a design on one instance and seed) at any inner budget; its CPU time is "
+            "the run's own. Both γ* are then re-run on the same "
+            f"{len(section['judge_seeds'])} fresh seed(s) of every training instance (the meta-objective: mean over "
+            "instances of the per-instance mean over those seeds).", "", _table(rows), "",
+            f"Inner runs per CPU-hour: **{multi['runs_per_cpu_hour'] / one['runs_per_cpu_hour']:.2f}×** "
+            f"(full-run equivalents per CPU-hour "
+            f"{multi['full_equivalents_per_cpu_hour'] / one['full_equivalents_per_cpu_hour']:.2f}×); the searches' "
+            f"inner CPU: {multi['inner_cpu_s'] / one['inner_cpu_s']:.2f}× the one-fidelity search's. " + quality
+            + (f" Other work held up to {busy:.1f} cores before a search: the ratios of CPU time hold, the wall "
+               "times and therefore the CPU budget the second search got depend on it." if busy > 0.5 else ""), ""]
+
+
 def _clock(section: dict[str, Any]) -> list[str]:
     synchronous, asynchronous = [], []
     for (optimizer,), runs in _groups(section["overhead"], "optimizer").items():
@@ -816,6 +857,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += _clock(sections["clock"])
     if "replay" in sections:
         lines += _replay(sections["replay"])
+    if "meta_fidelity" in sections:
+        lines += _meta_fidelity(sections["meta_fidelity"])
     if "peers" in sections:
         lines += _peer_wins(sections["peers"])
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).rstrip() + "\n"  # one blank line between blocks

@@ -564,8 +564,8 @@ def _add_bench_parser(sub: Any) -> None:
                                    "process (see bench/harness.py). Default: the full configuration (about 20 "
                                    "minutes on 2 cores); --quick: a minutes-sized one.")
     p.add_argument("--sections", default="overhead,peers,meta,scaling,api",
-                   help="comma-separated subset of overhead,peers,meta,scaling,api,baseline,clock,replay (default: "
-                        "all but baseline, clock and replay)")
+                   help="comma-separated subset of overhead,peers,meta,scaling,api,baseline,clock,replay,"
+                        "meta_fidelity (default: all but baseline, clock, replay and meta_fidelity)")
     p.add_argument("--quick", action="store_true", help="the minutes-sized configuration (CI, tests)")
     p.add_argument("--out", default="bench/results.json", metavar="FILE", help="JSON result (default %(default)s)")
     p.add_argument("--md", default="docs/benchmarks.md", metavar="FILE", help="Markdown report (default %(default)s)")

@@ -248,3 +248,56 @@ def test_bench_replay_section_times_smac_as_shipped_and_fast_asks_on_the_same_tr
     text = md.read_text()
     assert "## 8. The meta-optimizer's own time" in text
     assert re.search(r"CPU time \d+\.\d\d×, wall time \d+\.\d\d×[ .]", text)  # one run per arm: one ratio each
+
+
+def _meta_fidelity_study(name: str, trials: int, fidelity: str) -> str:
+    return f"""\
+name: {name}
+benchmark: synthetic:mlp
+budget: 5d
+meta:
+  instances: {{split: train, limit: 2}}
+  restriction: table4
+  trials: {trials}
+  seeds: [1]
+  objective: regret_at
+  objective_budgets: [0.3333333333333333, 1.0]
+  select_top: 2
+  select_seeds: 1
+{fidelity}output: results/{name}
+"""
+
+
+def test_bench_meta_fidelity_section_gives_both_searches_one_time_and_judges_both_gamma_stars_alike(tmp_path):
+    """The meta_fidelity section: the one-fidelity search runs its trials and its selection; the
+    multi-fidelity search runs at most as long (here it finishes first: its 24 inner runs, most of them at a
+    third of the inner budget, cost less than the other's 30 full runs); each arm's meta-trials and their CPU
+    come from its own store; both γ* are re-run on the same fresh seeds, and the report puts the ratios
+    side by side."""
+    from dataclasses import replace
+
+    from metaopt.bench.config import QUICK
+    from metaopt.bench.meta_fidelity import JUDGE_SEED_BASE, meta_fidelity_section
+    from metaopt.bench.report import _meta_fidelity
+
+    one, multi = tmp_path / "one.yaml", tmp_path / "multi.yaml"
+    one.write_text(_meta_fidelity_study("one", 30, ""))
+    multi.write_text(_meta_fidelity_study("multi", 24, "  fidelity: {min_budget: 0.3333333333333333, eta: 3}\n"))
+    config = replace(QUICK, meta_fidelity_studies=(str(one), str(multi)), meta_fidelity_trials=None,
+                     meta_fidelity_judge_seeds=2)
+    section = meta_fidelity_section(config, None)
+    first, second = section["arms"]
+    assert first["trials_finished"] == [30] and not first["stopped_at_time"]
+    assert first["inner_runs"] == 30 and first["by_inner_budget"] == {"1": 30} and first["full_equivalents"] == 30
+    assert second["by_inner_budget"]["1"] > 0 and second["by_inner_budget"]["0.3333"] > 0
+    assert second["inner_runs"] == sum(second["by_inner_budget"].values()) >= 24
+    for arm in (first, second):
+        assert arm["inner_cpu_s"] > 0 and arm["failed"] == 0
+        assert arm["runs_per_cpu_hour"] == pytest.approx(arm["inner_runs"] / arm["inner_cpu_s"] * 3600)
+        assert arm["selection_runs"] > 0 and len(arm["judged"]) == 2  # one score per training instance
+    assert section["judge_seeds"] == [JUDGE_SEED_BASE + 1, JUDGE_SEED_BASE + 2]
+    if section["same_gamma_star"]:  # one design, one set of runs: the same scores
+        assert first["judged"] == second["judged"]
+    text = "\n".join(_meta_fidelity(section))
+    assert "## 9. Cheaper meta-trials" in text and "`" + str(one) + "`" in text
+    assert re.search(r"Inner runs per CPU-hour: \*\*\d+\.\d\d×\*\*", text)
