@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from metaopt.bench.config import BenchConfig
 from metaopt.bench.machine import REPO, busy_cores
@@ -136,6 +137,8 @@ def meta_fidelity_section(config: BenchConfig, yahpo_data: str | None) -> dict[s
                                 select_top=meta.select_top, select_seeds=meta.select_seeds,
                                 select_min_instance_fraction=meta.select_min_instance_fraction, **common)
             selection = _usage(_inner_runs(store))
+            candidates = (pd.read_csv(store.selection_csv, keep_default_na=False) if store.selection_csv.exists()
+                          else pd.DataFrame(columns=["hash", "known_design", "search_mean", "selection_mean"]))
             stars.append(star)
             arms.append({
                 "study": path, "search": ("SMAC (Hyperband over the inner budget, from "
@@ -150,6 +153,10 @@ def meta_fidelity_section(config: BenchConfig, yahpo_data: str | None) -> dict[s
                 "selection_wall_s": time.perf_counter() - selection_started,
                 "gamma_star": star["hash"], "gamma_star_known_design": star.get("known_design"),
                 "gamma_star_selection_mean": star["mean_objective"],
+                # the selection's candidates: which designs the search had run at the full budget on every instance
+                "candidates": [{"hash": str(c.hash), "known_design": str(c.known_design) or None,
+                                "search_mean": float(c.search_mean), "selection_mean": float(c.selection_mean)}
+                               for c in candidates.itertuples()],
             })
         judge = _judge(stars, inputs[0][0], instances, config.meta_fidelity_judge_seeds, executor, run_trial)
     for arm, scores in zip(arms, judge["scores"]):

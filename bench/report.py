@@ -785,6 +785,9 @@ def _meta_fidelity(section: dict[str, Any]) -> list[str]:
                f"{np.mean(deltas):+.4f} ± {_se(deltas):.4f} over {len(deltas)} instances "
                f"(Wilcoxon p = {_wilcoxon(deltas):.2g}; < 0: the multi-fidelity search's γ* is better).")
     busy = max(arm["busy_cores_before"] for arm in (one, multi))
+    selections = [f"- `{arm['study']}`: " + "; ".join(
+        f"{c['known_design'] or c['hash']} {c['search_mean']:.4f} → {c['selection_mean']:.4f}" for c in arm["candidates"])
+        for arm in (one, multi) if arm.get("candidates")]
     return ["## 9. Cheaper meta-trials: one inner budget against the multi-fidelity search, on one CPU budget", "",
             f"{section['benchmark']} at {section['budget']}, {len(section['instances'])} training instances, "
             f"{section['workers']} worker(s), both searches in this process from empty stores. The first study's "
@@ -800,7 +803,11 @@ def _meta_fidelity(section: dict[str, Any]) -> list[str]:
             f"{multi['full_equivalents_per_cpu_hour'] / one['full_equivalents_per_cpu_hour']:.2f}×); the searches' "
             f"inner CPU: {multi['inner_cpu_s'] / one['inner_cpu_s']:.2f}× the one-fidelity search's. " + quality
             + (f" Other work held up to {busy:.1f} cores before a search: the ratios of CPU time hold, the wall "
-               "times and therefore the CPU budget the second search got depend on it." if busy > 0.5 else ""), ""]
+               "times and therefore the CPU budget the second search got depend on it." if busy > 0.5 else ""), "",
+            *(["Each selection's candidates (a known design by its name, a proposal by its hash): mean objective in "
+               "the search → on the selection's fresh seeds. A search chooses only among designs it ran at the full "
+               "inner budget on every training instance (and the best known design it ran there):", "",
+               *selections, ""] if selections else [])]
 
 
 def _clock(section: dict[str, Any]) -> list[str]:

@@ -295,6 +295,8 @@ def test_bench_meta_fidelity_section_gives_both_searches_one_time_and_judges_bot
         assert arm["inner_cpu_s"] > 0 and arm["failed"] == 0
         assert arm["runs_per_cpu_hour"] == pytest.approx(arm["inner_runs"] / arm["inner_cpu_s"] * 3600)
         assert arm["selection_runs"] > 0 and len(arm["judged"]) == 2  # one score per training instance
+        chosen = min(arm["candidates"], key=lambda c: c["selection_mean"])
+        assert chosen["hash"] == arm["gamma_star"] and chosen["selection_mean"] == arm["gamma_star_selection_mean"]
     assert section["judge_seeds"] == [JUDGE_SEED_BASE + 1, JUDGE_SEED_BASE + 2]
     if section["same_gamma_star"]:  # one design, one set of runs: the same scores
         assert first["judged"] == second["judged"]
