@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from collections import Counter
 import tempfile
 import time
 from pathlib import Path
@@ -40,27 +41,18 @@ JUDGE_SEED_BASE = 5000
 searches' (one seed per meta-seed, drawn from it)."""
 
 
-def _inner_runs(store: Any) -> list[dict[str, Any]]:
-    """Every inner run stored in ``store``'s meta folder: its inner-budget fraction and CPU seconds."""
+def _usage(store: Any) -> dict[str, Any]:
+    """What the inner runs stored in ``store``'s meta folder cost: how many (by fraction of the inner budget,
+    largest first), their full-run equivalents, their CPU seconds and how many failed."""
+    from metaopt.analysis.search_curves import run_cpu_seconds
     from metaopt.store.store import stored_run_records
 
-    runs = []
-    for path in stored_run_records(store.meta_runs_dir):
-        record = json.loads(path.read_text())
-        summary = record.get("summary") or {}
-        runs.append({"key": path, "fraction": float(record.get("inner_budget", 1.0)),
-                     "cpu_s": float(summary.get("cpu_time_s", 0.0)), "ok": record.get("status") == "ok"})
-    return runs
-
-
-def _usage(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    fractions = [r["fraction"] for r in runs]
-    by_budget: dict[str, int] = {}
-    for f in sorted(set(fractions), reverse=True):
-        by_budget[f"{f:.4g}"] = fractions.count(f)
-    cpu_s = sum(r["cpu_s"] for r in runs)
-    return {"inner_runs": len(runs), "full_equivalents": float(sum(fractions)), "by_inner_budget": by_budget,
-            "inner_cpu_s": cpu_s, "failed": sum(not r["ok"] for r in runs)}
+    records = [json.loads(path.read_text()) for path in stored_run_records(store.meta_runs_dir)]
+    fractions = Counter(float(record.get("inner_budget", 1.0)) for record in records)
+    return {"inner_runs": len(records), "full_equivalents": sum(f * n for f, n in fractions.items()),
+            "by_inner_budget": {f"{f:.4g}": fractions[f] for f in sorted(fractions, reverse=True)},
+            "inner_cpu_s": sum(run_cpu_seconds(record) for record in records),
+            "failed": sum(record.get("status") != "ok" for record in records)}
 
 
 def _restriction(ctx: Any) -> str | None:
@@ -73,7 +65,6 @@ def _restriction(ctx: Any) -> str | None:
 def meta_fidelity_section(config: BenchConfig, yahpo_data: str | None) -> dict[str, Any]:
     from metaopt.core.executor import make_executor
     from metaopt.stages.meta import SliceEnded, known_designs, optimize
-    from metaopt.stages.meta_search import run_trial
     from metaopt.stages.study import StudyContext, search_inputs
     from metaopt.store.meta_archive import read_trials_log
     from metaopt.store.store import StudyStore
@@ -108,7 +99,7 @@ def meta_fidelity_section(config: BenchConfig, yahpo_data: str | None) -> dict[s
             trials = (config.meta_fidelity_trials or meta.trials) if k == 0 else meta.trials
             store = StudyStore(Path(folder) / f"arm-{k}")
             common: dict[str, Any] = dict(batch_size=meta.batch_size, initial=initial, fidelity=meta.fidelity,
-                          inner_seeds=meta.inner_seeds)
+                                          inner_seeds=meta.inner_seeds)
             busy_before = busy_cores()
             started, deadline = time.perf_counter(), None
             if search_wall_s is not None:  # the multi-fidelity arm: the one-fidelity search's time
@@ -121,22 +112,22 @@ def meta_fidelity_section(config: BenchConfig, yahpo_data: str | None) -> dict[s
                 except SliceEnded:
                     stopped = True
             wall_s = time.perf_counter() - started
-            search = _usage(_inner_runs(store))
+            search = _usage(store)
             finished = [len(read_trials_log(store.trials_log(s))) for s in seeds]
             if k == 0:
                 search_wall_s = wall_s
             selected_trials = min(finished) if stopped else trials
             if search["by_inner_budget"].get("1", 0) == 0:
                 raise ValueError(f"meta_fidelity: {path}'s search ran no design at the full inner budget in "
-                                 f"{search_wall_s:.0f} s, the time the other search took ({search['inner_runs']} inner runs "
-                                 f"by inner budget: {search['by_inner_budget']}), so it has no gamma*: give the "
-                                 "one-fidelity search more trials (meta_fidelity_trials)")
+                                 f"{search_wall_s:.0f} s, the time the other search took ({search['inner_runs']} "
+                                 f"inner runs by inner budget: {search['by_inner_budget']}), so it has no gamma*: "
+                                 "give the one-fidelity search more trials (meta_fidelity_trials)")
             selection_started = time.perf_counter()
             with contextlib.redirect_stdout(io.StringIO()):  # every meta-seed is finished now: γ* is selected
                 star = optimize(store, setup, space, instances, features, selected_trials, seeds, executor, True,
                                 select_top=meta.select_top, select_seeds=meta.select_seeds,
                                 select_min_instance_fraction=meta.select_min_instance_fraction, **common)
-            selection = _usage(_inner_runs(store))
+            selection = _usage(store)
             candidates = (pd.read_csv(store.selection_csv, keep_default_na=False) if store.selection_csv.exists()
                           else pd.DataFrame(columns=["hash", "known_design", "search_mean", "selection_mean"]))
             stars.append(star)
@@ -158,7 +149,7 @@ def meta_fidelity_section(config: BenchConfig, yahpo_data: str | None) -> dict[s
                                 "search_mean": float(c.search_mean), "selection_mean": float(c.selection_mean)}
                                for c in candidates.itertuples()],
             })
-        judge = _judge(stars, inputs[0][0], instances, config.meta_fidelity_judge_seeds, executor, run_trial)
+        judge = _judge(stars, inputs[0][0], instances, config.meta_fidelity_judge_seeds, executor)
     for arm, scores in zip(arms, judge["scores"]):
         arm["judged"] = scores
     return {"studies": list(config.meta_fidelity_studies), "benchmark": contexts[0].bench.name,
@@ -166,11 +157,13 @@ def meta_fidelity_section(config: BenchConfig, yahpo_data: str | None) -> dict[s
             "judge_seeds": judge["seeds"], "arms": arms, "same_gamma_star": stars[0]["hash"] == stars[1]["hash"]}
 
 
-def _judge(stars: list[dict[str, Any]], setup: Any, instances: list[str], n_seeds: int, executor: Any,
-           run_trial: Any) -> dict[str, Any]:
-    """Each arm's γ* (``setup``: the one-fidelity arm's inner runs and meta-objective) on ``n_seeds`` fresh seeds of every instance;
-    per arm, the mean objective per instance over those seeds (instance order). A γ* both arms chose
-    runs once (a run is a pure function of design, instance and seed)."""
+def _judge(stars: list[dict[str, Any]], setup: Any, instances: list[str], n_seeds: int,
+           executor: Any) -> dict[str, Any]:
+    """Each arm's γ* (``setup``: the one-fidelity arm's inner runs and meta-objective) on ``n_seeds`` fresh
+    seeds of every instance; per arm, the mean objective per instance over those seeds (instance order). A
+    γ* both arms chose runs once (a run is a pure function of design, instance and seed)."""
+    from metaopt.stages.meta_search import run_trial
+
     seeds = [JUDGE_SEED_BASE + s for s in range(1, n_seeds + 1)]
     first = {star["hash"]: k for k, star in reversed(list(enumerate(stars)))}  # hash -> the first arm with it
     plan = [(k, instance, seed) for k in sorted(first.values()) for instance in instances for seed in seeds]

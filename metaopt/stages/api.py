@@ -248,8 +248,9 @@ def fidelity_check(objective: Objective, space: ConfigurationSpace, fidelity: tu
     ``spearman`` is the rank correlation of its losses with the full fidelity's, ``top_recall`` the share of
     the best 10% at ``r_max`` among the rung's best third. Where the low rungs rank configurations unlike
     ``r_max``, a design at full fidelity only may be the better choice, and ``fidelity_floor`` keeps a
-    multi-fidelity design off those rungs (docs/python_api.md says what was measured). Raises UsageError for a fidelity of one level or ``n_configs`` < 10. Failed evaluations
-    (NaN or ±inf, or an exception of a class in ``catch``, as in :func:`minimize`) are left out of the ranks.
+    multi-fidelity design off those rungs (docs/python_api.md says what was measured). Raises UsageError for a
+    fidelity of one level or ``n_configs`` < 10. Failed evaluations (NaN or ±inf, or an exception of a class
+    in ``catch``, as in :func:`minimize`) are left out of the ranks.
     """
     if fidelity is None:
         raise UsageError("fidelity: fidelity_check needs the fidelity (name, r_min, r_max) to check")
