@@ -661,6 +661,46 @@ def test_multi_fidelity_search_over_the_inner_budget(tmp_path):
     assert sum("inner_budget" in r for r in records) == len(list((out / "runs").glob("*@*/*/seed-*.json")))
 
 
+def test_a_multi_fidelity_search_takes_the_known_designs_into_hyperband_first(tmp_path):
+    """SMAC lists its multi-fidelity initial design's random configurations before the additional ones;
+    known_designs_first puts the known designs first and keeps SMAC's configurations and their count,
+    so a multi-fidelity search's first Hyperband brackets run the presets, as the one-fidelity search
+    starts from them."""
+    from ConfigSpace import Configuration, ConfigurationSpace, Float
+    from smac import MultiFidelityFacade, Scenario
+
+    from metaopt.core.benchmarks import get_benchmark
+    from metaopt.core.smac_utils import known_designs_first
+    from metaopt.spaces.design_space import validate
+    from metaopt.spaces.presets import PRESETS
+
+    space = ConfigurationSpace(seed=0)
+    space.add([Float("x", (0.0, 1.0)), Float("y", (0.0, 1.0))])
+    known = [Configuration(space, values={"x": 0.5, "y": v}) for v in (0.1, 0.2, 0.3)]
+    scenario = Scenario(space, deterministic=True, n_trials=40, min_budget=0.25, max_budget=1.0, seed=3,
+                        output_directory=tmp_path / "smac")
+    smac_order = MultiFidelityFacade.get_initial_design(scenario, additional_configs=known).select_configurations()
+    assert smac_order[-3:] == known and len(smac_order) > 3  # SMAC's own (random) ones first
+    ours = known_designs_first(MultiFidelityFacade.get_initial_design(scenario, additional_configs=known))
+    assert ours.select_configurations() == known + smac_order[:-3]
+
+    # a search: its first Hyperband rung (4 configurations at a quarter of the inner budget, eta 2) runs presets
+    path = tmp_path / "mf.yaml"
+    path.write_text(STUDY.format(trials=36, out=tmp_path / "mf").replace(
+        "  seeds: [1, 2]\n", "  seeds: [1]\n  fidelity: {min_budget: 0.25, eta: 2}\n", 1))
+    assert main(["optimize", str(path), "--quiet"]) == 0
+    bench = get_benchmark("synthetic:mlp", None)
+    fidelity = bench.problem(bench.instances[0]).fidelity
+    presets = set()
+    for preset in PRESETS.values():
+        try:
+            presets.add(gamma_hash(validate(preset.config(fidelity))))
+        except (UsageError, ValueError, KeyError, TypeError):
+            continue
+    first = list(dict.fromkeys(h.split("@")[0] for h in log(tmp_path / "mf", 1)["hash"]))[:4]
+    assert len(first) == 4 and set(first) <= presets
+
+
 def test_best_designs_of_an_archive_ranks_the_best_covered_designs_by_their_mean():
     from metaopt.store.meta_archive import best_designs
 

@@ -39,7 +39,7 @@ from metaopt.store.meta_archive import (CRASH_OBJECTIVE, OBJECTIVE_TRANSFORM, Ke
                                        run_name, trials_log_line)
 from metaopt.core.references import Reference
 from metaopt.store.run_io import jsonable
-from metaopt.core.smac_utils import (bound_forest_leaves, fast_asks, quiet_smac_logging,
+from metaopt.core.smac_utils import (bound_forest_leaves, fast_asks, known_designs_first, quiet_smac_logging,
                                      reproducible_model_and_maximizer)
 from metaopt.store.store import StudyStore
 from metaopt.store.study_spec import objective_tag
@@ -352,13 +352,14 @@ def _target_function(config: Any, instance: str | None = None, seed: int = 0, bu
 
 
 def _smac_facade(facade: Any, scenario: Any, initial: list, model_options: dict[str, Any],
-                 intensifier_options: dict[str, Any]) -> Any:
+                 intensifier_options: dict[str, Any], known_first: bool = False) -> Any:
     """The SMAC facade of a search (:class:`SmacSearch`, :class:`MultiFidelitySmacSearch`), built once
     per meta-seed: ``facade``'s reproducible model and maximizer (``model_options`` for
     :func:`reproducible_model_and_maximizer`) with bounded forest leaves and SMAC's asks made
     faster (:func:`fast_asks`: the same asks), its intensifier with
     ``intensifier_options``, and an initial design holding the known designs ``initial`` (values of
-    ``scenario``'s space) as far as SMAC leaves room for them."""
+    ``scenario``'s space) as far as SMAC leaves room for them: after SMAC's own share of it, or before it
+    if ``known_first`` (:func:`known_designs_first`)."""
     from ConfigSpace import Configuration
 
     initial = [Configuration(scenario.configspace, values=dict(config)) for config in initial]
@@ -367,8 +368,9 @@ def _smac_facade(facade: Any, scenario: Any, initial: list, model_options: dict[
     # SMAC refuses an initial design larger than its trials; its own share (a private count, the
     # default configuration included) is what the known designs must leave room for.
     room = scenario.n_trials - getattr(facade.get_initial_design(scenario), "_n_configs", 1) - 1
+    design = facade.get_initial_design(scenario, additional_configs=initial[: max(room, 0)])
     smac = facade(scenario, _target_function, model=model, acquisition_maximizer=maximizer,
-                  initial_design=facade.get_initial_design(scenario, additional_configs=initial[: max(room, 0)]),
+                  initial_design=known_designs_first(design) if known_first else design,
                   intensifier=facade.get_intensifier(scenario, **intensifier_options),
                   overwrite=True, logging_level=quiet_smac_logging())
     return fast_asks(smac)  # the same asks, without SMAC's per-configuration loops
@@ -447,7 +449,8 @@ class MultiFidelitySmacSearch(Search):
         scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True,
                             n_trials=-(-trials // len(instances)), min_budget=min_budget, max_budget=1.0,
                             seed=meta_seed, output_directory=store.smac_dir, crash_cost=CRASH_OBJECTIVE)
-        self._smac = _smac_facade(MultiFidelityFacade, scenario, initial, {}, {"eta": eta})
+        # the known designs enter Hyperband's brackets first, as they start the one-fidelity search
+        self._smac = _smac_facade(MultiFidelityFacade, scenario, initial, {}, {"eta": eta}, known_first=True)
         self._instances = instances
         self._seed = trial_seed(meta_seed)
         self._pending: dict[int, list[float]] = {}
