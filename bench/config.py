@@ -66,16 +66,18 @@ class BenchConfig:
     """The replay section: the archive's first trials replayed per arm."""
     replay_repeats: int = 2
     """The replay section: replays per arm, alternating."""
-    meta_fidelity_studies: tuple[str, str] = ("studies/lcbench_search.yaml", "studies/lcbench_search_mf.yaml")
-    """The meta_fidelity section (:mod:`metaopt.bench.meta_fidelity`): a search at one inner budget and the
-    same search over the inner budget (SMAC's multi-fidelity facade), on one CPU budget."""
+    meta_fidelity_studies: tuple[str, ...] = ("studies/lcbench_search.yaml", "studies/lcbench_search_mf.yaml",
+                                              "studies/lcbench_search_sh.yaml")
+    """The meta_fidelity section (:mod:`metaopt.bench.meta_fidelity`): a search at one inner budget, then the
+    same search over the inner budget (SMAC's multi-fidelity facade: Hyperband, successive halving), each
+    on the first one's CPU budget."""
     meta_fidelity_trials: int | None = None
     """The meta_fidelity section: trials per meta-seed of the one-fidelity search (None: its study's own); the
     multi-fidelity search runs as long as that one took."""
     meta_fidelity_meta_seeds: tuple[int, ...] | None = None
-    """The meta_fidelity section: the meta-seeds both searches run (None: the studies' own)."""
+    """The meta_fidelity section: the meta-seeds every search runs (None: the studies' own)."""
     meta_fidelity_judge_seeds: int = 5
-    """The meta_fidelity section: fresh seeds per training instance on which both γ* are re-run."""
+    """The meta_fidelity section: fresh seeds per training instance on which every γ* is re-run."""
     meta_fidelity_workers: int = 2
     clock_instances: int = 3
     clock_seeds: int = 2

@@ -1,19 +1,20 @@
-"""Cheaper meta-trials, side by side: a search at one inner budget against a multi-fidelity search, on one CPU budget.
+"""Cheaper meta-trials, side by side: a search at one inner budget against multi-fidelity searches, on one CPU budget.
 
-The two study files of the configuration (``meta_fidelity_studies``: ``studies/lcbench_search.yaml``,
-SMAC's algorithm-configuration facade with every inner run at the full inner budget, and
-``studies/lcbench_search_mf.yaml``, the same search space, instances, known designs, meta-objective and
-selection of γ* run by SMAC's multi-fidelity facade over the inner budget) run in this process, one
-after the other, each into an empty temporary store, on the same executor:
+The study files of the configuration (``meta_fidelity_studies``: first ``studies/lcbench_search.yaml``,
+SMAC's algorithm-configuration facade with every inner run at the full inner budget, then
+``studies/lcbench_search_mf.yaml`` and ``studies/lcbench_search_sh.yaml``, the same search space,
+instances, known designs, meta-objective and selection of γ* run over the inner budget by SMAC's
+Hyperband and by its successive halving) run in this process, one after the other, each into an empty
+temporary store, on the same executor:
 
 1. the one-fidelity search runs all its trials (``meta_fidelity_trials`` per meta-seed, default the
    study's own), then its selection of γ*;
-2. the multi-fidelity search runs for as long as the first one's search took (wall time, the same
+2. each multi-fidelity search runs for as long as the first one's search took (wall time, the same
    workers: the same CPU budget; the CPU each arm's inner runs used is recorded and reported), is stopped
    there (the runs under way finish), and its γ* is selected from the trials it finished, by the same
    rule (:func:`metaopt.stages.meta.optimize`, which a study's slices use too);
-3. both γ* are re-run on ``meta_fidelity_judge_seeds`` seeds of every training instance that neither
-   search nor selection used, so that their quality is compared on the same runs (paired by instance).
+3. every γ* is re-run on ``meta_fidelity_judge_seeds`` seeds of every training instance that no search
+   or selection used, so that their quality is compared on the same runs (paired by instance).
 
 *Meta-trials* are inner runs (a design on one training instance with one seed), at any inner budget;
 ``full_equivalents`` weighs each by its fraction of the inner budget.
@@ -70,26 +71,29 @@ def meta_fidelity_section(config: BenchConfig, yahpo_data: str | None) -> dict[s
     from metaopt.store.store import StudyStore
     from metaopt.store.study_spec import load_study
 
-    one_path, multi_path = config.meta_fidelity_studies
-    contexts = [StudyContext(load_study(REPO / path), yahpo_data) for path in (one_path, multi_path)]
-    for path, ctx, want_fidelity in ((one_path, contexts[0], False), (multi_path, contexts[1], True)):
-        meta = ctx.study.spec.meta
+    paths = config.meta_fidelity_studies
+    if len(paths) < 2:
+        raise ValueError("meta_fidelity_studies: a one-fidelity study, then one or more multi-fidelity studies")
+    contexts = [StudyContext(load_study(REPO / path), yahpo_data) for path in paths]
+    for k, (path, ctx) in enumerate(zip(paths, contexts)):
+        meta, want_fidelity = ctx.study.spec.meta, k > 0
         if meta is None or isinstance(meta.restriction, list) or (meta.fidelity is not None) != want_fidelity:
             raise ValueError(f"{path}: the meta_fidelity section needs a study with one search "
                              f"{'over the inner budget (meta.fidelity)' if want_fidelity else 'at one inner budget'}")
-    if contexts[0].meta_instances != contexts[1].meta_instances:
-        raise ValueError(f"{one_path} and {multi_path} must search over the same training instances")
+        if ctx.meta_instances != contexts[0].meta_instances:
+            raise ValueError(f"{paths[0]} and {path} must search over the same training instances")
     instances = contexts[0].meta_instances
     references = contexts[0].references(instances, quiet=True)
     inputs = [search_inputs(ctx, _restriction(ctx), references, ctx.meta_time_limits()) for ctx in contexts]
-    if inputs[0][0].objective_tag != inputs[1][0].objective_tag:
-        raise ValueError(f"{one_path} and {multi_path} must have the same meta-objective")
+    for path, (setup, _, _) in zip(paths[1:], inputs[1:]):
+        if setup.objective_tag != inputs[0][0].objective_tag:
+            raise ValueError(f"{paths[0]} and {path} must have the same meta-objective")
     arms: list[dict[str, Any]] = []
     stars: list[dict[str, Any]] = []
     with make_executor(config.meta_fidelity_workers) as executor, \
             tempfile.TemporaryDirectory(prefix="metaopt-bench-meta-fidelity-") as folder:
         search_wall_s: float | None = None
-        for k, (path, ctx, (setup, space, features)) in enumerate(zip((one_path, multi_path), contexts, inputs)):
+        for k, (path, ctx, (setup, space, features)) in enumerate(zip(paths, contexts, inputs)):
             meta = ctx.study.spec.meta
             assert meta is not None and isinstance(meta.seeds, list)  # checked above; the schema makes the list
             initial = known_designs(setup, space, ctx.initial_configs, presets=meta.initial_presets,
@@ -102,7 +106,7 @@ def meta_fidelity_section(config: BenchConfig, yahpo_data: str | None) -> dict[s
                                           inner_seeds=meta.inner_seeds)
             busy_before = busy_cores()
             started, deadline = time.perf_counter(), None
-            if search_wall_s is not None:  # the multi-fidelity arm: the one-fidelity search's time
+            if search_wall_s is not None:  # a multi-fidelity arm: the one-fidelity search's time
                 deadline = time.monotonic() + search_wall_s
             stopped = False
             with contextlib.redirect_stdout(io.StringIO()):
@@ -132,9 +136,8 @@ def meta_fidelity_section(config: BenchConfig, yahpo_data: str | None) -> dict[s
                           else pd.DataFrame(columns=["hash", "known_design", "search_mean", "selection_mean"]))
             stars.append(star)
             arms.append({
-                "study": path, "search": ("SMAC (Hyperband over the inner budget, from "
-                                          f"{meta.fidelity.min_budget:g} of it, eta {meta.fidelity.eta})"
-                                          if meta.fidelity else "SMAC (algorithm configuration)"),
+                "study": path, "search": (f"SMAC ({meta.fidelity.text()})" if meta.fidelity
+                                          else "SMAC (algorithm configuration)"),
                 "meta_seeds": seeds, "trials_asked": trials, "stopped_at_time": stopped, "trials_finished": finished,
                 "wall_s": wall_s, "busy_cores_before": busy_before, **search,
                 "runs_per_cpu_hour": search["inner_runs"] / (search["inner_cpu_s"] / 3600),
@@ -152,16 +155,18 @@ def meta_fidelity_section(config: BenchConfig, yahpo_data: str | None) -> dict[s
         judge = _judge(stars, inputs[0][0], instances, config.meta_fidelity_judge_seeds, executor)
     for arm, scores in zip(arms, judge["scores"]):
         arm["judged"] = scores
-    return {"studies": list(config.meta_fidelity_studies), "benchmark": contexts[0].bench.name,
+    for arm, star in zip(arms, stars):
+        arm["same_gamma_star"] = star["hash"] == stars[0]["hash"]  # as the one-fidelity search's
+    return {"studies": list(paths), "benchmark": contexts[0].bench.name,
             "budget": contexts[0].study.spec.budget, "instances": instances, "workers": config.meta_fidelity_workers,
-            "judge_seeds": judge["seeds"], "arms": arms, "same_gamma_star": stars[0]["hash"] == stars[1]["hash"]}
+            "judge_seeds": judge["seeds"], "arms": arms}
 
 
 def _judge(stars: list[dict[str, Any]], setup: Any, instances: list[str], n_seeds: int,
            executor: Any) -> dict[str, Any]:
     """Each arm's γ* (``setup``: the one-fidelity arm's inner runs and meta-objective) on ``n_seeds`` fresh
     seeds of every instance; per arm, the mean objective per instance over those seeds (instance order). A
-    γ* both arms chose runs once (a run is a pure function of design, instance and seed)."""
+    γ* several arms chose runs once (a run is a pure function of design, instance and seed)."""
     from metaopt.stages.meta_search import run_trial
 
     seeds = [JUDGE_SEED_BASE + s for s in range(1, n_seeds + 1)]

@@ -763,9 +763,10 @@ def _replay(section: dict[str, Any]) -> list[str]:
 
 
 def _meta_fidelity(section: dict[str, Any]) -> list[str]:
-    one, multi = section["arms"]
+    arms = section["arms"]
+    one, others = arms[0], arms[1:]
     rows = []
-    for arm in (one, multi):
+    for arm in arms:
         star = arm["gamma_star"] + (f" ({arm['gamma_star_known_design']})" if arm["gamma_star_known_design"] else "")
         rows.append({
             "study": f"`{arm['study']}`", "search": arm["search"],
@@ -779,35 +780,38 @@ def _meta_fidelity(section: dict[str, Any]) -> list[str]:
             "selection runs": arm["selection_runs"], "γ*": star,
             "γ* on the judge's runs": _mean_se(arm["judged"]),
         })
-    deltas = [b - a for a, b in zip(one["judged"], multi["judged"])]
-    quality = ("Both searches chose the same γ*." if section["same_gamma_star"] else
-               f"γ* of the multi-fidelity search − γ* of the one-fidelity search on the judge's runs: "
-               f"{np.mean(deltas):+.4f} ± {_se(deltas):.4f} over {len(deltas)} instances "
-               f"(Wilcoxon p = {_wilcoxon(deltas):.2g}; < 0: the multi-fidelity search's γ* is better).")
-    busy = max(arm["busy_cores_before"] for arm in (one, multi))
+    ratios = []
+    for arm in others:
+        deltas = [b - a for a, b in zip(one["judged"], arm["judged"])]
+        quality = ("the same γ* as the one-fidelity search" if arm["same_gamma_star"] else
+                   f"γ* − the one-fidelity search's γ* on the judge's runs {np.mean(deltas):+.4f} ± {_se(deltas):.4f} "
+                   f"over {len(deltas)} instances (Wilcoxon p = {_wilcoxon(deltas):.2g}; < 0: this search's γ* is better)")
+        runs_ratio = arm["runs_per_cpu_hour"] / one["runs_per_cpu_hour"]
+        ratios.append(f"- `{arm['study']}`: inner runs per CPU-hour **{runs_ratio:.2f}×** (full-run equivalents per CPU-hour "
+                      f"{arm['full_equivalents_per_cpu_hour'] / one['full_equivalents_per_cpu_hour']:.2f}×); its inner CPU "
+                      f"{arm['inner_cpu_s'] / one['inner_cpu_s']:.2f}× the one-fidelity search's; {quality}.")
+    busy = max(arm["busy_cores_before"] for arm in arms)
     selections = [f"- `{arm['study']}`: " + "; ".join(
         f"{c['known_design'] or c['hash']} {c['search_mean']:.4f} → {c['selection_mean']:.4f}" for c in arm["candidates"])
-        for arm in (one, multi) if arm.get("candidates")]
-    return ["## 9. Cheaper meta-trials: one inner budget against the multi-fidelity search, on one CPU budget", "",
+        for arm in arms if arm.get("candidates")]
+    return (["## 9. Cheaper meta-trials: one inner budget against the multi-fidelity search, on one CPU budget", "",
             f"{section['benchmark']} at {section['budget']}, {len(section['instances'])} training instances, "
-            f"{section['workers']} worker(s), both searches in this process from empty stores. The first study's "
-            "search runs its trials; the second's (SMAC's multi-fidelity facade over the inner budget: a design "
-            "is run on every training instance at a fraction of the inner budget and the best are promoted) runs "
-            "for as long as the first took, and is stopped there. Each then selects its γ* by its study's rule. "
+            f"{section['workers']} worker(s), every search in this process from an empty store. The first study's "
+            "search runs its trials; each other's (SMAC's multi-fidelity facade over the inner budget: a design "
+            "is run on every training instance at a fraction of the inner budget and the best are promoted; the "
+            "known designs enter its brackets first) runs for as long as the first took, and is stopped there. "
+            "Each then selects its γ* by its study's rule. "
             "A meta-trial is an inner run (a design on one instance and seed) at any inner budget; its CPU time is "
-            "the run's own. Both γ* are then re-run on the same "
+            "the run's own. Every γ* is then re-run on the same "
             f"{len(section['judge_seeds'])} fresh seed(s) of every training instance (the meta-objective: mean over "
             "instances of the per-instance mean over those seeds).", "", _table(rows), "",
-            f"Inner runs per CPU-hour: **{multi['runs_per_cpu_hour'] / one['runs_per_cpu_hour']:.2f}×** "
-            f"(full-run equivalents per CPU-hour "
-            f"{multi['full_equivalents_per_cpu_hour'] / one['full_equivalents_per_cpu_hour']:.2f}×); the searches' "
-            f"inner CPU: {multi['inner_cpu_s'] / one['inner_cpu_s']:.2f}× the one-fidelity search's. " + quality
-            + (f" Other work held up to {busy:.1f} cores before a search: the ratios of CPU time hold, the wall "
-               "times and therefore the CPU budget the second search got depend on it." if busy > 0.5 else ""), "",
-            *(["Each selection's candidates (a known design by its name, a proposal by its hash): mean objective in "
-               "the search → on the selection's fresh seeds. A search chooses only among designs it ran at the full "
-               "inner budget on every training instance (and the best known design it ran there):", "",
-               *selections, ""] if selections else [])]
+            "Against the one-fidelity search:", "", *ratios, ""]
+            + ([f"Other work held up to {busy:.1f} cores before a search: the ratios of CPU time hold, the wall "
+                "times and therefore the CPU budget the other searches got depend on it.", ""] if busy > 0.5 else [])
+            + (["Each selection's candidates (a known design by its name, a proposal by its hash): mean objective in "
+                "the search → on the selection's fresh seeds. A search chooses only among designs it ran at the full "
+                "inner budget on every training instance (and the best known design it ran there):", "",
+                *selections, ""] if selections else []))
 
 
 def _clock(section: dict[str, Any]) -> list[str]:

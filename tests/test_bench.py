@@ -268,38 +268,46 @@ meta:
 """
 
 
-def test_bench_meta_fidelity_section_gives_both_searches_one_time_and_judges_both_gamma_stars_alike(tmp_path):
-    """The meta_fidelity section: the one-fidelity search runs its trials and its selection; the
-    multi-fidelity search runs at most as long (here it finishes first: its 24 inner runs, most of them at a
-    third of the inner budget, cost less than the other's 30 full runs); each arm's meta-trials and their CPU
-    come from its own store; both γ* are re-run on the same fresh seeds, and the report puts the ratios
-    side by side."""
+def test_bench_meta_fidelity_section_gives_every_search_one_time_and_judges_every_gamma_star_alike(tmp_path):
+    """The meta_fidelity section: the one-fidelity search runs its trials and its selection; each
+    multi-fidelity search (Hyperband, successive halving) runs at most as long (here they finish first: their
+    24 inner runs, most of them at a third of the inner budget, cost less than the other's 30 full runs); each
+    arm's meta-trials and their CPU come from its own store; every γ* is re-run on the same fresh seeds, and
+    the report puts the ratios side by side."""
     from dataclasses import replace
 
     from metaopt.bench.config import QUICK
     from metaopt.bench.meta_fidelity import JUDGE_SEED_BASE, meta_fidelity_section
     from metaopt.bench.report import _meta_fidelity
 
-    one, multi = tmp_path / "one.yaml", tmp_path / "multi.yaml"
+    one, multi, halving = tmp_path / "one.yaml", tmp_path / "multi.yaml", tmp_path / "halving.yaml"
     one.write_text(_meta_fidelity_study("one", 30, ""))
     multi.write_text(_meta_fidelity_study("multi", 24, "  fidelity: {min_budget: 0.3333333333333333, eta: 3}\n"))
-    config = replace(QUICK, meta_fidelity_studies=(str(one), str(multi)), meta_fidelity_trials=None,
+    halving.write_text(_meta_fidelity_study(
+        "halving", 24, "  fidelity: {min_budget: 0.3333333333333333, eta: 3, brackets: successive_halving}\n"))
+    config = replace(QUICK, meta_fidelity_studies=(str(one), str(multi), str(halving)), meta_fidelity_trials=None,
                      meta_fidelity_judge_seeds=2)
     section = meta_fidelity_section(config, None)
-    first, second = section["arms"]
+    first, second, third = section["arms"]
     assert first["trials_finished"] == [30] and not first["stopped_at_time"]
     assert first["inner_runs"] == 30 and first["by_inner_budget"] == {"1": 30} and first["full_equivalents"] == 30
-    assert second["by_inner_budget"]["1"] > 0 and second["by_inner_budget"]["0.3333"] > 0
-    assert second["inner_runs"] == sum(second["by_inner_budget"].values()) >= 24
-    for arm in (first, second):
+    assert "Hyperband" in second["search"] and "successive halving" in third["search"]
+    for arm in (second, third):
+        assert arm["by_inner_budget"]["1"] > 0 and arm["by_inner_budget"]["0.3333"] > 0
+        assert arm["inner_runs"] == sum(arm["by_inner_budget"].values()) >= 24
+    # successive halving starts every design at a third of the inner budget: 3 there for each 1 promoted
+    assert third["by_inner_budget"]["0.3333"] >= 2 * third["by_inner_budget"]["1"]
+    for arm in (first, second, third):
         assert arm["inner_cpu_s"] > 0 and arm["failed"] == 0
         assert arm["runs_per_cpu_hour"] == pytest.approx(arm["inner_runs"] / arm["inner_cpu_s"] * 3600)
         assert arm["selection_runs"] > 0 and len(arm["judged"]) == 2  # one score per training instance
         chosen = min(arm["candidates"], key=lambda c: c["selection_mean"])
         assert chosen["hash"] == arm["gamma_star"] and chosen["selection_mean"] == arm["gamma_star_selection_mean"]
+        assert arm["same_gamma_star"] == (arm["gamma_star"] == first["gamma_star"])
+        if arm["same_gamma_star"]:  # one design, one set of runs: the same scores
+            assert arm["judged"] == first["judged"]
     assert section["judge_seeds"] == [JUDGE_SEED_BASE + 1, JUDGE_SEED_BASE + 2]
-    if section["same_gamma_star"]:  # one design, one set of runs: the same scores
-        assert first["judged"] == second["judged"]
     text = "\n".join(_meta_fidelity(section))
     assert "## 9. Cheaper meta-trials" in text and "`" + str(one) + "`" in text
-    assert re.search(r"Inner runs per CPU-hour: \*\*\d+\.\d\d×\*\*", text)
+    for path in (multi, halving):
+        assert re.search(rf"- `{re.escape(str(path))}`: inner runs per CPU-hour \*\*\d+\.\d\d×\*\*", text)

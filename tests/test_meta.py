@@ -661,7 +661,7 @@ def test_multi_fidelity_search_over_the_inner_budget(tmp_path):
     assert sum("inner_budget" in r for r in records) == len(list((out / "runs").glob("*@*/*/seed-*.json")))
 
 
-def test_a_multi_fidelity_search_takes_the_known_designs_into_hyperband_first(tmp_path):
+def test_a_multi_fidelity_search_takes_the_known_designs_into_its_brackets_first(tmp_path, capsys):
     """SMAC lists its multi-fidelity initial design's random configurations before the additional ones;
     known_designs_first puts the known designs first and keeps SMAC's configurations and their count,
     so a multi-fidelity search's first Hyperband brackets run the presets, as the one-fidelity search
@@ -699,6 +699,21 @@ def test_a_multi_fidelity_search_takes_the_known_designs_into_hyperband_first(tm
             continue
     first = list(dict.fromkeys(h.split("@")[0] for h in log(tmp_path / "mf", 1)["hash"]))[:4]
     assert len(first) == 4 and set(first) <= presets
+
+    # successive halving: every design starts at a quarter of the inner budget, the presets first again
+    halving = tmp_path / "sh.yaml"
+    halving.write_text(path.read_text().replace("eta: 2}", "eta: 2, brackets: successive_halving}")
+                       .replace(str(tmp_path / "mf"), str(tmp_path / "sh")))
+    assert main(["optimize", str(halving), "--quiet"]) == 0
+    trials = log(tmp_path / "sh", 1)
+    first_budget = {}
+    for h, b in zip(trials["hash"], trials["inner_budget"]):
+        first_budget.setdefault(h.split("@")[0], b)
+    assert set(first_budget.values()) == {0.25}  # no design starts above min_budget
+    assert set(list(first_budget)[:4]) <= presets
+    halving.write_text(halving.read_text().replace("successive_halving", "sideways"))
+    assert main(["optimize", str(halving), "--quiet"]) == 2
+    assert "field 'meta.fidelity.brackets'" in capsys.readouterr().err
 
 
 def test_best_designs_of_an_archive_ranks_the_best_covered_designs_by_their_mean():

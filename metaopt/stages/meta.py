@@ -241,7 +241,7 @@ def optimize(output: Path | StudyStore, setup: MetaSetup, space, instances: list
         elif fidelity is not None:
             searches.append(MultiFidelitySmacSearch(store, meta_seed, setup, cache, space, instances, trials,
                                                     batch_size, quiet, list((initial or {}).values()), len(searches),
-                                                    fidelity.min_budget, fidelity.eta))
+                                                    fidelity.min_budget, fidelity.eta, fidelity.brackets))
         else:
             searches.append(SmacSearch(store, meta_seed, setup, cache, space, instances, instance_features,
                                        trials, batch_size, quiet, list((initial or {}).values()),

@@ -352,11 +352,12 @@ def _target_function(config: Any, instance: str | None = None, seed: int = 0, bu
 
 
 def _smac_facade(facade: Any, scenario: Any, initial: list, model_options: dict[str, Any],
-                 intensifier_options: dict[str, Any], known_first: bool = False) -> Any:
+                 intensifier_options: dict[str, Any], known_first: bool = False,
+                 intensifier_class: Any = None) -> Any:
     """The SMAC facade of a search (:class:`SmacSearch`, :class:`MultiFidelitySmacSearch`), built once
     per meta-seed: ``facade``'s reproducible model and maximizer (``model_options`` for
     :func:`reproducible_model_and_maximizer`) with bounded forest leaves and SMAC's asks made
-    faster (:func:`fast_asks`: the same asks), its intensifier with
+    faster (:func:`fast_asks`: the same asks), its intensifier (``facade``'s, or ``intensifier_class``) with
     ``intensifier_options``, and an initial design holding the known designs ``initial`` (values of
     ``scenario``'s space) as far as SMAC leaves room for them: after SMAC's own share of it, or before it
     if ``known_first`` (:func:`known_designs_first`)."""
@@ -371,7 +372,8 @@ def _smac_facade(facade: Any, scenario: Any, initial: list, model_options: dict[
     design = facade.get_initial_design(scenario, additional_configs=initial[: max(room, 0)])
     smac = facade(scenario, _target_function, model=model, acquisition_maximizer=maximizer,
                   initial_design=known_designs_first(design) if known_first else design,
-                  intensifier=facade.get_intensifier(scenario, **intensifier_options),
+                  intensifier=(intensifier_class(scenario, **intensifier_options) if intensifier_class is not None
+                               else facade.get_intensifier(scenario, **intensifier_options)),
                   overwrite=True, logging_level=quiet_smac_logging())
     return fast_asks(smac)  # the same asks, without SMAC's per-configuration loops
 
@@ -430,6 +432,8 @@ class MultiFidelitySmacSearch(Search):
     the instances. Hyperband runs many designs at the smallest b (cheap: a model-based design's run
     at 30·d/9 costs far less than a ninth of its 30·d run) and promotes the best 1/η of each rung to
     the next budget, so that only promising designs are run at the full budget, where γ* is chosen.
+    Its brackets also start some designs at larger budgets; ``brackets="successive_halving"`` starts
+    every design at the smallest (SMAC's successive halving: η^k designs per bracket).
 
     A run at b < 1 is stored under its own name (:func:`run_name`): the meta-objective of that
     shorter run (the study's fractions of *its* budget), a cheap estimate of the full run's. Counted
@@ -440,8 +444,9 @@ class MultiFidelitySmacSearch(Search):
 
     def __init__(self, store: StudyStore, meta_seed: int, setup: MetaSetup, cache: Mapping[Key, dict[str, Any]],
                  space, instances: list[str], trials: int, batch_size: int, quiet: bool, initial: list,
-                 position: int, min_budget: float, eta: int) -> None:
+                 position: int, min_budget: float, eta: int, brackets: str = "hyperband") -> None:
         from smac import MultiFidelityFacade, Scenario
+        from smac.intensifier.successive_halving import SuccessiveHalving
 
         super().__init__(store, meta_seed, setup, cache, trials, batch_size * len(instances), quiet, position,
                          store.trials_log(meta_seed), f"meta-seed {meta_seed}: SMAC trials (multi-fidelity)")
@@ -450,7 +455,10 @@ class MultiFidelitySmacSearch(Search):
                             n_trials=-(-trials // len(instances)), min_budget=min_budget, max_budget=1.0,
                             seed=meta_seed, output_directory=store.smac_dir, crash_cost=CRASH_OBJECTIVE)
         # the known designs enter Hyperband's brackets first, as they start the one-fidelity search
-        self._smac = _smac_facade(MultiFidelityFacade, scenario, initial, {}, {"eta": eta}, known_first=True)
+        # successive_halving: SMAC's successive halving instead of the facade's Hyperband (the same options);
+        # every design then starts at min_budget, none at a larger inner budget (Hyperband's other brackets)
+        self._smac = _smac_facade(MultiFidelityFacade, scenario, initial, {}, {"eta": eta}, known_first=True,
+                                  intensifier_class=SuccessiveHalving if brackets == "successive_halving" else None)
         self._instances = instances
         self._seed = trial_seed(meta_seed)
         self._pending: dict[int, list[float]] = {}

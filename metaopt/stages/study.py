@@ -404,8 +404,7 @@ def run_optimize(ctx: StudyContext, executor, quiet: bool = False,
     for restriction, arm in ctx.arms.items():
         setup, space, features = search_inputs(ctx, restriction, references, time_limits)
         search = ("random search" if meta.optimizer == "random" else "SMAC (algorithm configuration)"
-                  if meta.fidelity is None else f"SMAC (Hyperband over the inner budget, from "
-                                                f"{meta.fidelity.min_budget:g} of it, eta {meta.fidelity.eta})")
+                  if meta.fidelity is None else f"SMAC ({meta.fidelity.text()})")
         print(f"optimize: {search} over {len(ctx.meta_instances)} training instances of "
               f"{ctx.bench.name}, {meta.trials} trials x {len(meta.seeds)} meta-seeds in batches of {meta.batch_size}, "
               f"design space "

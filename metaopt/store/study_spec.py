@@ -146,6 +146,16 @@ class MetaFidelity(BaseModel):
     """The smallest inner budget, as a fraction of the study's (e.g. 0.111: 30·d → 3.3·d)."""
     eta: int = Field(default=3, ge=2)
     """Hyperband's η: each rung keeps the best 1/η of its designs for an η times larger inner budget."""
+    brackets: Literal["hyperband", "successive_halving"] = "hyperband"
+    """Which designs start where: ``hyperband`` (SMAC's multi-fidelity facade: brackets that start designs
+    at min_budget, at η·min_budget, …, and at the full budget, in turn) or ``successive_halving`` (every
+    design starts at min_budget: the most designs per CPU-hour, each reaching the full budget only by
+    promotion)."""
+
+    def text(self) -> str:
+        """How a report names the search's schedule: ``Hyperband over the inner budget, from 0.111 of it, eta 3``."""
+        kind = "Hyperband" if self.brackets == "hyperband" else "successive halving"
+        return f"{kind} over the inner budget, from {self.min_budget:g} of it, eta {self.eta}"
 
 
 def objective_tag(transform: str, scale: float) -> str | None:
