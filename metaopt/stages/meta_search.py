@@ -7,10 +7,12 @@ makes every search resumable.
 
 A *search* proposes trials one batch at a time and is told each batch's results in the order it
 proposed them, so that its trials depend on neither workers nor timing (:func:`run_side_by_side`
-runs several searches together on one executor). Three kinds:
+runs several searches together on one executor). Four kinds:
 
 - :class:`SmacSearch`: SMAC's algorithm-configuration facade (the study's search, ``meta.optimizer:
   smac``), started from the known designs;
+- :class:`MultiFidelitySmacSearch`: SMAC's multi-fidelity facade over the inner budget (the study's
+  search with ``meta.fidelity``: Hyperband or successive halving), the known designs first;
 - :class:`RandomSearch`: random configurations of the same space, each run on every training
   instance in turn (``meta.optimizer: random``, and the meta-level baseline ``random``);
 - :class:`ListSearch`: a fixed list of designs, each on every training instance (the baseline
