@@ -456,9 +456,9 @@ class MultiFidelitySmacSearch(Search):
         scenario = Scenario(space, name=f"meta-seed-{meta_seed}", deterministic=True,
                             n_trials=-(-trials // len(instances)), min_budget=min_budget, max_budget=1.0,
                             seed=meta_seed, output_directory=store.smac_dir, crash_cost=CRASH_OBJECTIVE)
-        # the known designs enter Hyperband's brackets first, as they start the one-fidelity search
-        # successive_halving: SMAC's successive halving instead of the facade's Hyperband (the same options);
-        # every design then starts at min_budget, none at a larger inner budget (Hyperband's other brackets)
+        # The known designs enter the brackets first, as they start the one-fidelity search. With
+        # brackets="successive_halving", SMAC's successive halving replaces the facade's Hyperband (the same
+        # options): every design starts at min_budget, none at a larger inner budget.
         self._smac = _smac_facade(MultiFidelityFacade, scenario, initial, {}, {"eta": eta}, known_first=True,
                                   intensifier_class=SuccessiveHalving if brackets == "successive_halving" else None)
         self._instances = instances
