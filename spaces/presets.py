@@ -35,13 +35,19 @@ class Preset:
     the study that found the second one."""
     built_on: tuple[str, ...] = ()
     """Earlier searches whose results the design's searches started from (a design file's ``built_on``)."""
+    left_out_by: tuple[str, ...] = ()
+    """Searches made before the design shipped whose space holds it and that run every known design before
+    their selection (the ``seeds`` baseline), or that the harness runs beside those (a design file's
+    ``left_out_by``): restored from their archives, they select what they selected before."""
 
     @property
     def found_by_studies(self) -> tuple[str, ...]:
-        """Every study whose γ* this preset is, at some fidelity, or that its searches built on: a study
-        leaves such a preset out of its own initial design (:func:`metaopt.stages.meta.known_designs`), so
-        that it proposes what it proposed before the design shipped, and finds it again the same way."""
-        return tuple(s for s in (self.found_by, self.found_without_fidelity_by, *self.built_on) if s)
+        """Every study whose γ* this preset is, at some fidelity, that its searches built on, or that it
+        names as made before it: a study leaves such a preset out of its own initial design
+        (:func:`metaopt.stages.meta.known_designs`), so that it proposes what it proposed before the design
+        shipped, and finds it again the same way."""
+        return tuple(s for s in (self.found_by, self.found_without_fidelity_by, *self.built_on, *self.left_out_by)
+                     if s)
 
     def config(self, fidelity: Fidelity) -> dict[str, Any]:
         """The validated, complete configuration for a problem with this fidelity range."""
@@ -263,7 +269,8 @@ DESIGNS_DIR = Path(__file__).parent / "designs"
 
 def _found_design(path: Path) -> Preset:
     """A preset from a design file: ``name``, ``description``, ``found_by`` (the study), ``regenerate``
-    (the command that finds it again) and ``gamma`` (a configuration of the full design space); or the
+    (the command that finds it again), ``gamma`` (a configuration of the full design space) and, optionally,
+    ``left_out_by`` (:attr:`Preset.left_out_by`); or the
     default optimizer, a design for problems with a fidelity and one for problems without (a fidelity of
     one level, ``r_min == r_max``): ``name``, ``description``, ``with_fidelity`` and ``without_fidelity``,
     each ``found_by``, ``regenerate``, ``gamma`` (the study's γ*) and ``built_on`` (the earlier searches it
@@ -272,7 +279,8 @@ def _found_design(path: Path) -> Preset:
     if "with_fidelity" not in entry:
         gamma = validate(entry["gamma"])
         return Preset(entry["name"], entry["description"], f"found by studies/{entry['found_by']}.yaml "
-                      f"({entry['regenerate']})", lambda fidelity: dict(gamma), found_by=entry["found_by"])
+                      f"({entry['regenerate']})", lambda fidelity: dict(gamma), found_by=entry["found_by"],
+                      left_out_by=tuple(entry.get("left_out_by", ())))
     parts = [entry["with_fidelity"], entry["without_fidelity"]]
     with_fidelity, without_fidelity = (validate(part["gamma"]) for part in parts)
 
